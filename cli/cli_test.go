@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/opsfirehose/firehose/internal/testkit"
+)
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type run struct {
+	code           int
+	stdout, stderr *syncBuffer
+}
+
+func invoke(ctx context.Context, cmd func(Env, []string) int, stdin string, vars map[string]string, args ...string) run {
+	r := run{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	env := Env{
+		Stdin:  strings.NewReader(stdin),
+		Stdout: r.stdout,
+		Stderr: r.stderr,
+		LookupEnv: func(k string) (string, bool) {
+			v, ok := vars[k]
+			return v, ok
+		},
+		Context: ctx,
+	}
+	r.code = cmd(env, args)
+	return r
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheck(t *testing.T) {
+	r := invoke(context.Background(), Bridge, "", nil, "check")
+	if r.code != ExitOK || r.stdout.String() != "bridge: config OK (built-in defaults)\n" {
+		t.Fatalf("check without config: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	bad := writeFile(t, "broker:\n  listeners:\n    - adress: :1883\n")
+	r = invoke(context.Background(), Bridge, "", nil, "check", "--config", bad)
+	if r.code != ExitUsage || !strings.Contains(r.stderr.String(), `broker.listeners[0].adress: unknown key (did you mean "address"?)`) {
+		t.Fatalf("check of a bad config: %d %q", r.code, r.stderr)
+	}
+	// $FIREHOSE_CONFIG stands in for --config.
+	r = invoke(context.Background(), Broker, "", map[string]string{"FIREHOSE_CONFIG": bad}, "check")
+	if r.code != ExitUsage {
+		t.Fatalf("FIREHOSE_CONFIG ignored: %d %q", r.code, r.stderr)
+	}
+}
+
+func TestRunRefusesABadConfigBeforeStartingAnything(t *testing.T) {
+	bad := writeFile(t, "http:\n  address: 0.0.0.0:0\nbroker:\n  listeners: [{address: '127.0.0.1:0'}]\n")
+	r := invoke(context.Background(), Bridge, "", nil, "--config", bad)
+	if r.code != ExitUsage || !strings.Contains(r.stderr.String(), "http.allow_unauthenticated") {
+		t.Fatalf("%d %q", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr.String(), "listener up") {
+		t.Fatal("something started despite the bad config")
+	}
+}
+
+func TestPasswd(t *testing.T) {
+	r := invoke(context.Background(), Bridge, "s3cret\n", nil, "passwd", "--cost", "4")
+	if r.code != ExitOK {
+		t.Fatalf("%d %q", r.code, r.stderr)
+	}
+	hash := strings.TrimSpace(r.stdout.String())
+	if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte("s3cret")); err != nil {
+		t.Fatalf("printed hash %q does not verify: %v", hash, err)
+	}
+	if r := invoke(context.Background(), Broker, "", nil, "passwd"); r.code != ExitUsage {
+		t.Fatalf("empty password accepted: %d", r.code)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	r := invoke(context.Background(), Bridge, "", nil, "frobnicate")
+	if r.code != ExitUsage || !strings.Contains(r.stderr.String(), `unknown command "frobnicate"`) {
+		t.Fatalf("%d %q", r.code, r.stderr)
+	}
+}
+
+// TestRunStopsOnCancel runs both commands until they log readiness, then
+// cancels them as SIGTERM does and expects a clean exit.
+func TestRunStopsOnCancel(t *testing.T) {
+	cfg := writeFile(t, "log: {format: json}\nhttp: {address: '127.0.0.1:0'}\nbroker:\n  listeners: [{address: '127.0.0.1:0'}]\n")
+	for name, cmd := range map[string]func(Env, []string) int{"bridge": Bridge, "broker": Broker} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan run, 1)
+			stderr := &syncBuffer{}
+			go func() {
+				r := run{stdout: &syncBuffer{}, stderr: stderr}
+				r.code = cmd(Env{Stdin: strings.NewReader(""), Stdout: r.stdout, Stderr: stderr, LookupEnv: func(string) (string, bool) { return "", false }, Context: ctx}, []string{"run", "-c", cfg})
+				done <- r
+			}()
+			deadline := time.Now().Add(testkit.Timeout)
+			for !strings.Contains(stderr.String(), name+` ready"`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never logged readiness: %s", name, stderr)
+				}
+				time.Sleep(10 * time.Millisecond) // polling a log buffer, not waiting for time to pass
+			}
+			cancel()
+			select {
+			case r := <-done:
+				if r.code != ExitOK {
+					t.Fatalf("exit %d: %s", r.code, stderr)
+				}
+			case <-time.After(testkit.Timeout):
+				t.Fatal("did not stop after cancel")
+			}
+		})
+	}
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/opsfirehose/firehose/internal/testkit"
+)
+
+// The README's commands, exactly as written there. TestReadmeCommandsAreCovered
+// fails when the README gains a command this file does not run.
+const (
+	cmdRun        = "go run ./cmd/bridge"
+	cmdTour       = "go run ./cmd/bridge --config examples/tour.yaml"
+	cmdSub        = "mosquitto_sub -t '#' -v"
+	cmdPub        = "mosquitto_pub -u demo -P demo -t demo/hello -m 'hello, firehose'"
+	cmdAnonPub    = "mosquitto_pub -V 5 -q 1 -t demo/hello -m 'forged'"
+	cmdOutsidePub = "mosquitto_pub -V 5 -q 1 -u demo -P demo -t chef/acme/web1/status -m 'forged'"
+	cmdDenied     = "curl -s 127.0.0.1:8080/metrics | grep '^firehose_broker_publish_denied_total'"
+	cmdCheck      = "go run ./cmd/bridge check --config examples/tour.yaml"
+	cmdPasswd     = "printf %s 'the-password' | go run ./cmd/bridge passwd"
+	cmdBroker     = "go run ./cmd/broker --config examples/tour.yaml"
+)
+
+// Commands in the README that other tests or tools cover.
+var coveredElsewhere = map[string]string{
+	"./scripts/test.sh":                                   "CI runs it (.ci/run)",
+	"go run ./bench/broker":                               "bench/broker's smoke test",
+	"go test -run xxx -bench . ./topics/":                 "plain go test",
+	"mosquitto_sub -t 'chef/+/+/run/failure'":             "illustration of filters",
+	"mosquitto_sub -t 'ansible/playbook/+/task/+/FAILED'": "illustration of filters",
+	"mosquitto_sub -t 'chef/+/+/resource/collectd/#'":     "illustration of filters",
+}
+
+func readmeCommands(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(testkit.ModuleRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cmds []string
+	inSh := false
+	comment := regexp.MustCompile(`\s+#\s.*$`)
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		line := s.Text()
+		switch {
+		case line == "```sh":
+			inSh = true
+		case line == "```":
+			inSh = false
+		case inSh && strings.TrimSpace(line) != "" && !strings.HasPrefix(strings.TrimSpace(line), "#"):
+			cmds = append(cmds, strings.TrimSpace(comment.ReplaceAllString(line, "")))
+		}
+	}
+	return cmds
+}
+
+func TestReadmeCommandsAreCovered(t *testing.T) {
+	known := map[string]bool{}
+	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker} {
+		known[c] = true
+	}
+	for c := range coveredElsewhere {
+		known[c] = true
+	}
+	cmds := readmeCommands(t)
+	seen := map[string]bool{}
+	for _, c := range cmds {
+		seen[c] = true
+		if !known[c] && !strings.HasPrefix(c, "docker ") {
+			t.Errorf("README command %q is not run by any test; add it to cmd/bridge/readme_test.go", c)
+		}
+	}
+	for c := range known {
+		if !seen[c] {
+			t.Errorf("the test runs %q, which the README no longer shows", c)
+		}
+	}
+}
+
+// shell runs a README command with `go run ./cmd/X` replaced by the built binary.
+func shell(t *testing.T, bins map[string]string, command string) *exec.Cmd {
+	t.Helper()
+	for pkg, bin := range bins {
+		command = strings.ReplaceAll(command, "go run ./cmd/"+pkg, bin)
+	}
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Dir = testkit.ModuleRoot(t)
+	return cmd
+}
+
+func TestReadme(t *testing.T) {
+	testkit.RequireCommand(t, "mosquitto_sub")
+	testkit.RequireCommand(t, "mosquitto_pub")
+	testkit.RequireCommand(t, "curl")
+	testkit.RequirePortsFree(t, ":1883", ":8083", "127.0.0.1:8080")
+	bins := map[string]string{"bridge": testkit.BuildBinary(t, "./cmd/bridge"), "broker": testkit.BuildBinary(t, "./cmd/broker")}
+
+	t.Run("no config: MQTT on 1883, WebSocket on 8083, HTTP on 127.0.0.1:8080", func(t *testing.T) {
+		p := testkit.Start(t, "", "sh", "-c", "exec "+bins["bridge"])
+		testkit.WaitHTTP(t, p, "http://127.0.0.1:8080/healthz")
+		testkit.WaitTCP(t, p, "127.0.0.1:1883")
+		testkit.WaitTCP(t, p, "127.0.0.1:8083")
+		c := testkit.Connect(t, "ws://127.0.0.1:8083", testkit.ClientOptions{})
+		c.Disconnect(0)
+		if err := p.Stop(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Output())
+		}
+	})
+
+	t.Run("tour", func(t *testing.T) {
+		p := testkit.Start(t, "", "sh", "-c", "exec "+strings.Replace(cmdTour, "go run ./cmd/bridge", bins["bridge"], 1))
+		testkit.WaitHTTP(t, p, "http://127.0.0.1:8080/healthz")
+
+		sub := shell(t, bins, cmdSub)
+		stdout, err := sub.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Process.Kill(); _ = sub.Wait() }()
+		lines := make(chan string, 100)
+		go func() {
+			s := bufio.NewScanner(stdout)
+			for s.Scan() {
+				lines <- s.Text()
+			}
+			close(lines)
+		}()
+		// mosquitto_sub is subscribed once a message published afterwards
+		// reaches it; until then, publish again (each try waits a little for it).
+		deadline := time.After(testkit.Timeout)
+		for ready := false; !ready; {
+			if out, err := shell(t, bins, "mosquitto_pub -u demo -P demo -t demo/ready -m up").CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			select {
+			case line := <-lines:
+				ready = line == "demo/ready up"
+			case <-time.After(200 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("mosquitto_sub received nothing")
+			}
+		}
+		// Drain any extra "ready" copies from the retries.
+		for drained := false; !drained; {
+			if out, err := shell(t, bins, "mosquitto_pub -u demo -P demo -t demo/synced -m x").CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			for line := range lines {
+				if line == "demo/synced x" {
+					drained = true
+					break
+				}
+			}
+		}
+
+		if out, err := shell(t, bins, cmdPub).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", cmdPub, err, out)
+		}
+		expectLine(t, lines, "demo/hello hello, firehose")
+
+		for _, c := range []string{cmdAnonPub, cmdOutsidePub} {
+			out, _ := shell(t, bins, c).CombinedOutput()
+			if !strings.Contains(string(out), "Warning: Publish 1 failed: Not authorized.") {
+				t.Errorf("%s printed %q", c, out)
+			}
+		}
+		// Nothing forged arrived: the next line is a message published after them.
+		if out, err := shell(t, bins, "mosquitto_pub -u demo -P demo -t demo/after -m x").CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		expectLine(t, lines, "demo/after x")
+
+		out, err := shell(t, bins, cmdDenied).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "firehose_broker_publish_denied_total 2" {
+			t.Fatalf("%s: %v: %q", cmdDenied, err, out)
+		}
+		if !strings.Contains(p.Output(), "refused publish: anonymous clients are read-only") {
+			t.Errorf("the refusal was not logged:\n%s", p.Output())
+		}
+	})
+
+	t.Run("check and passwd", func(t *testing.T) {
+		if out, err := shell(t, bins, cmdCheck).CombinedOutput(); err != nil || !strings.Contains(string(out), "config OK") {
+			t.Fatalf("%s: %v: %s", cmdCheck, err, out)
+		}
+		out, err := shell(t, bins, cmdPasswd).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bcrypt.CompareHashAndPassword([]byte(strings.TrimSpace(string(out))), []byte("the-password")); err != nil {
+			t.Fatalf("%s printed %q: %v", cmdPasswd, out, err)
+		}
+	})
+
+	t.Run("the broker alone", func(t *testing.T) {
+		p := testkit.Start(t, "", "sh", "-c", "exec "+strings.Replace(cmdBroker, "go run ./cmd/broker", bins["broker"], 1))
+		testkit.WaitTCP(t, p, "127.0.0.1:1883")
+		sub := testkit.Connect(t, "tcp://127.0.0.1:1883", testkit.ClientOptions{})
+		ch := sub.Subscribe("demo/#", 1)
+		if out, err := shell(t, bins, cmdPub).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if got := testkit.Next(t, ch); got.Payload != "hello, firehose" {
+			t.Fatalf("got %+v", got)
+		}
+		if err := p.Stop(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Output())
+		}
+	})
+}
+
+func expectLine(t *testing.T, lines <-chan string, want string) {
+	t.Helper()
+	select {
+	case got := <-lines:
+		if got != want {
+			t.Fatalf("mosquitto_sub printed %q, want %q", got, want)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Fatalf("mosquitto_sub did not print %q", want)
+	}
+}

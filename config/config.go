@@ -1,0 +1,137 @@
+// Package config is the bridge's configuration file: its shape, its defaults
+// and its loading. Each section's type belongs to the package it configures
+// (broker.Config, httpserver.Config, ...); this package composes them and
+// applies the rules that span sections.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/opsfirehose/firehose/broker"
+	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/strictyaml"
+)
+
+// Config is the whole file.
+type Config struct {
+	Log    logging.Config    `yaml:"log"`
+	HTTP   httpserver.Config `yaml:"http"`
+	Broker broker.Config     `yaml:"broker"`
+	// ShutdownTimeout bounds a graceful shutdown, from the signal to exit.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// Default is what runs with no config file: everything embedded, the broker on
+// :1883 (anonymous read-only) and :8083 (WebSocket), HTTP on 127.0.0.1:8080.
+func Default() Config {
+	return Config{
+		Log:             logging.DefaultConfig(),
+		HTTP:            httpserver.DefaultConfig(),
+		Broker:          broker.DefaultConfig(),
+		ShutdownTimeout: 15 * time.Second,
+	}
+}
+
+// Validate checks the settings that belong to no one section.
+func (c *Config) Validate() error {
+	var p strictyaml.Problems
+	if c.ShutdownTimeout <= 0 {
+		p.Add("shutdown_timeout", "must be positive, for example 15s")
+	}
+	return p.Err()
+}
+
+// Options are the environment a config is loaded in; zero values mean the
+// real process environment.
+type Options struct {
+	LookupEnv func(string) (string, bool)
+	ReadFile  func(string) ([]byte, error)
+}
+
+// Load reads the file at path over the defaults. An empty path means no file:
+// the defaults. Every problem in the file is reported at once, each naming its key.
+func Load(path string, opts Options) (*Config, error) {
+	cfg := Default()
+	if path == "" {
+		return &cfg, nil
+	}
+	readFile := opts.ReadFile
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := Parse(data, &cfg, opts); err != nil {
+		return nil, fmt.Errorf("config %s:\n%w", path, err)
+	}
+	return &cfg, nil
+}
+
+// Parse decodes YAML over cfg, which holds the defaults, then loads the
+// broker's users_file. It reports every problem at once.
+func Parse(data []byte, cfg *Config, opts Options) error {
+	sopts := strictyaml.Options{LookupEnv: opts.LookupEnv, ReadFile: opts.ReadFile}
+	err := strictyaml.Decode(data, cfg, sopts)
+	if cfg.Broker.UsersFile != "" {
+		users, uerr := LoadUsersFile(cfg.Broker.UsersFile, sopts)
+		if uerr == nil {
+			uerr = checkNoOverlap(cfg.Broker.Users, users)
+			cfg.Broker.Users = append(cfg.Broker.Users, users...)
+		}
+		err = errors.Join(err, reroot("broker.users_file", uerr))
+	}
+	return err
+}
+
+// UsersFile is the shape of broker.users_file: the same user entries as broker.users.
+type UsersFile struct {
+	Users []broker.User `yaml:"users"`
+}
+
+// LoadUsersFile reads a users file. Errors name keys inside that file.
+func LoadUsersFile(path string, opts strictyaml.Options) ([]broker.User, error) {
+	readFile := opts.ReadFile
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f UsersFile
+	if err := strictyaml.Decode(data, &f, opts); err != nil {
+		return nil, fmt.Errorf("in %s: %w", path, err)
+	}
+	return f.Users, nil
+}
+
+// checkNoOverlap refuses a user defined both in the config and in the users
+// file, since which one wins would be a surprise.
+func checkNoOverlap(inConfig, inFile []broker.User) error {
+	names := map[string]bool{}
+	for _, u := range inConfig {
+		names[u.Username] = true
+	}
+	var errs []error
+	for i, u := range inFile {
+		if names[u.Username] {
+			errs = append(errs, fmt.Errorf("users[%d]: %q is also defined in broker.users; define each user once", i, u.Username))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reroot reports err under key, so a problem in the users file reads
+// "broker.users_file: in users.yaml: users[0].password_hash: ...".
+func reroot(key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &strictyaml.KeyError{Key: key, Err: err}
+}

@@ -1,0 +1,79 @@
+package httpserver
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/tlsconfig"
+)
+
+// Config is the `http:` section: the one listener for every intake endpoint,
+// health checks and metrics.
+type Config struct {
+	// Address is host:port. The default, 127.0.0.1:8080, is loopback only.
+	Address string `yaml:"address"`
+	// TLS serves HTTPS when set.
+	TLS *tlsconfig.Files `yaml:"tls"`
+	// Tokens are accepted by every intake endpoint. Each may have a name,
+	// which is logged with the requests it authenticates.
+	Tokens []Token `yaml:"tokens"`
+	// AllowUnauthenticated lets the intake listen beyond loopback with no token.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
+	// ReadTimeout bounds reading one request, body included.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing one response.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// Token is one accepted intake token.
+type Token struct {
+	Name  string `yaml:"name"`
+	Token string `yaml:"token" secret:"true"`
+}
+
+// DefaultConfig listens on loopback, where no token is needed.
+func DefaultConfig() Config {
+	return Config{
+		Address:      "127.0.0.1:8080",
+		ReadTimeout:  60 * time.Second,
+		WriteTimeout: 60 * time.Second,
+	}
+}
+
+// Validate checks the section, including the secure-by-default rule: beyond
+// loopback, the intake needs a token or an explicit allow_unauthenticated.
+func (c *Config) Validate() error {
+	var p strictyaml.Problems
+	host, _, err := net.SplitHostPort(c.Address)
+	if err != nil {
+		p.Add("address", "%q is not host:port (for example 127.0.0.1:8080)", c.Address)
+	} else if len(c.Tokens) == 0 && !c.AllowUnauthenticated && !IsLoopback(host) {
+		p.Add("allow_unauthenticated", "the HTTP intake would listen on %s, beyond loopback, with no token: "+
+			"set http.tokens, or set http.allow_unauthenticated: true to accept requests from anyone who can reach it", c.Address)
+	}
+	for i, t := range c.Tokens {
+		if t.Token == "" {
+			p.Add(fmt.Sprintf("tokens[%d].token", i), "required (or token_file)")
+		}
+	}
+	if c.ReadTimeout <= 0 {
+		p.Add("read_timeout", "must be positive")
+	}
+	if c.WriteTimeout <= 0 {
+		p.Add("write_timeout", "must be positive")
+	}
+	return p.Err()
+}
+
+// IsLoopback reports whether a listen host reaches only this machine. An empty
+// host, 0.0.0.0 and :: listen everywhere; host names other than localhost are
+// treated as reachable from elsewhere, since they may resolve anywhere.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,233 @@
+package httpserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Options carries what the server needs besides its config section.
+type Options struct {
+	Logger zerolog.Logger
+	// Registerer receives the HTTP metrics; nil means none.
+	Registerer prometheus.Registerer
+}
+
+// Server is the bridge's one HTTP listener. Handlers are added with Handle
+// before Start; every request is counted by route and status code.
+type Server struct {
+	log     zerolog.Logger
+	ln      net.Listener
+	mux     *http.ServeMux
+	srv     *http.Server
+	tokens  *Tokens
+	cfg     Config
+	metrics *httpMetrics
+
+	serveErr  chan error
+	startOnce sync.Once
+}
+
+// New opens the listening socket, so a port in use fails here, and prepares
+// the server. Call Shutdown to release the socket even if Start is never called.
+func New(cfg Config, opts Options) (*Server, error) {
+	var tlsCfg *tls.Config
+	if cfg.TLS != nil {
+		var err error
+		if tlsCfg, err = cfg.TLS.Server(); err != nil {
+			return nil, fmt.Errorf("http.tls: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("http.address: %w", err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	s := &Server{
+		log:      opts.Logger.With().Str("component", "http").Logger(),
+		ln:       ln,
+		mux:      http.NewServeMux(),
+		tokens:   NewTokens(cfg.Tokens),
+		cfg:      cfg,
+		metrics:  newHTTPMetrics(),
+		serveErr: make(chan error, 1),
+	}
+	if opts.Registerer != nil {
+		if err := s.metrics.register(opts.Registerer); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("http metrics: %w", err)
+		}
+	}
+	s.srv = &http.Server{
+		Handler:           s.instrument(http.HandlerFunc(s.route)),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return s, nil
+}
+
+// Tokens returns the configured intake tokens, for adapters to check.
+func (s *Server) Tokens() *Tokens { return s.tokens }
+
+// Handle registers a handler for a ServeMux pattern such as "POST /ansible/v1/events".
+// The pattern is also the `route` label of the request metrics.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Addr is the bound address, with the real port when the config said :0.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Start serves in the background. It returns at once; a later failure of the
+// listener is reported by Err.
+func (s *Server) Start() {
+	s.startOnce.Do(func() {
+		go func() {
+			err := s.srv.Serve(s.ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			s.serveErr <- err
+		}()
+		s.log.Info().Str("address", s.Addr()).Bool("tls", s.cfg.TLS != nil).
+			Bool("tokens_required", s.tokens.Required()).Msg("HTTP listener up")
+	})
+}
+
+// Err delivers the error that stopped the server, if it stopped on its own.
+func (s *Server) Err() <-chan error { return s.serveErr }
+
+// Shutdown stops accepting requests and waits, until ctx is done, for the
+// requests in progress to finish; it closes the socket even if Start was never
+// called. Requests still running when ctx ends are cut off.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.startOnce.Do(func() {}) // a Start after Shutdown must not serve
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	_ = s.ln.Close()
+	return err
+}
+
+// route serves a request through the mux, turning the mux's plain-text 404
+// and 405 answers into JSON errors, with the Allow header kept.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	probe := &probeWriter{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	switch probe.code {
+	case http.StatusMethodNotAllowed:
+		allow := probe.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		WriteError(w, probe.code, r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+allow, "")
+	case http.StatusNotFound:
+		WriteError(w, probe.code, "no such endpoint: "+r.URL.Path, "")
+	default: // a redirect the mux makes to clean a path
+		for k, v := range probe.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(probe.code)
+	}
+}
+
+// probeWriter captures the mux's own 404/405/redirect answer, body discarded.
+type probeWriter struct {
+	header http.Header
+	code   int
+}
+
+func (p *probeWriter) Header() http.Header  { return p.header }
+func (p *probeWriter) WriteHeader(code int) { p.code = code }
+func (p *probeWriter) Write(b []byte) (int, error) {
+	if p.code == 0 {
+		p.code = http.StatusOK
+	}
+	return len(b), nil
+}
+
+// statusRecorder keeps the status code for the metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer (flush, deadlines).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		// ServeMux records the matched pattern on the request it was given.
+		route := r.Pattern
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		s.metrics.observe(route, rec.status, time.Since(start))
+	})
+}
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics() *httpMetrics {
+	return &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "firehose_http_request_duration_seconds",
+			Help:    "HTTP request duration by route pattern.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
+	}
+}
+
+func (m *httpMetrics) register(reg prometheus.Registerer) error {
+	if err := reg.Register(m.requests); err != nil {
+		return err
+	}
+	return reg.Register(m.duration)
+}
+
+func (m *httpMetrics) observe(route string, code int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.duration.WithLabelValues(route).Observe(d.Seconds())
+}

@@ -1,0 +1,190 @@
+package testkit
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BuildBinary builds a main package (such as "./cmd/bridge", relative to the
+// module root) into a temporary directory and returns the binary's path.
+func BuildBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	root := moduleRoot(t)
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// ModuleRoot is the repository root, for tests that read README.md or examples/.
+func ModuleRoot(t testing.TB) string { return moduleRoot(t) }
+
+// Process is a program under test, with its combined output captured.
+type Process struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	done chan struct{}
+	err  error
+}
+
+// Start runs a program in dir (the module root when empty) and stops it with
+// SIGTERM when the test ends.
+func Start(t testing.TB, dir string, name string, args ...string) *Process {
+	t.Helper()
+	if dir == "" {
+		dir = moduleRoot(t)
+	}
+	p := &Process{cmd: exec.Command(name, args...), done: make(chan struct{})}
+	p.cmd.Dir = dir
+	r, w := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s := bufio.NewScanner(r)
+		s.Buffer(make([]byte, 1<<20), 1<<20)
+		for s.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(s.Text() + "\n")
+			p.mu.Unlock()
+		}
+	}()
+	go func() {
+		p.err = p.cmd.Wait()
+		_ = w.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.Stop() })
+	return p
+}
+
+// Output is everything the program printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// Stop sends SIGTERM and waits for the exit (SIGKILL after Timeout). It
+// returns the exit error.
+func (p *Process) Stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(Timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	return p.err
+}
+
+// Exited reports whether the program has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitTCP waits until addr accepts connections, failing the test if p exits first.
+func WaitTCP(t testing.TB, p *Process, addr string) {
+	t.Helper()
+	waitFor(t, p, addr+" to accept connections", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// WaitHTTP waits until url answers 200, failing the test if p exits first.
+func WaitHTTP(t testing.TB, p *Process, url string) {
+	t.Helper()
+	waitFor(t, p, url+" to answer 200", func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// waitFor polls ready, a readiness probe of something that is starting up.
+func waitFor(t testing.TB, p *Process, what string, ready func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	for !ready() {
+		if p != nil && p.Exited() {
+			t.Fatalf("process exited while waiting for %s:\n%s", what, p.Output())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // between probes of a server that is not up yet
+	}
+}
+
+// RequirePortsFree skips (outside CI) or fails (CI=true) when a fixed port a
+// test needs is taken, e.g. by a mosquitto service.
+func RequirePortsFree(t testing.TB, addrs ...string) {
+	t.Helper()
+	for _, addr := range addrs {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("port %s is taken: %v", addr, err)
+			}
+			t.Skipf("port %s is taken (%v); this test needs the default ports", addr, err)
+		}
+		ln.Close()
+	}
+}
+
+// FreePort returns a loopback address with a port that was free a moment ago,
+// for programs that cannot report the port they bound.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

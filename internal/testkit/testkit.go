@@ -1,0 +1,126 @@
+// Package testkit holds helpers that tests across packages share: throwaway
+// TLS certificates, real MQTT clients, and the rule for external tools (fail
+// under CI=true when missing, skip elsewhere). It is imported only by tests.
+package testkit
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// RequireCommand returns the path of an external tool. When it is missing the
+// test fails under CI=true (CI must install it: see .ci/run) and skips elsewhere.
+func RequireCommand(t testing.TB, name string) string {
+	t.Helper()
+	if path, err := exec.LookPath(name); err == nil {
+		return path
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
+		path := filepath.Join(dir, name)
+		if st, err := os.Stat(path); err == nil && !st.IsDir() {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not installed; .ci/run should have installed it", name)
+	}
+	t.Skipf("%s is not installed (CI=true makes this a failure)", name)
+	return ""
+}
+
+// TLSFiles are PEM files for a throwaway CA and a server certificate signed by
+// it, valid for 127.0.0.1, ::1 and localhost.
+type TLSFiles struct {
+	CAFile, CertFile, KeyFile string
+}
+
+// TLS writes a fresh CA and server certificate into a temporary directory.
+func TLS(t testing.TB) TLSFiles {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "firehose test CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "localhost"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := TLSFiles{
+		CAFile:   filepath.Join(dir, "ca.pem"),
+		CertFile: filepath.Join(dir, "server.pem"),
+		KeyFile:  filepath.Join(dir, "server-key.pem"),
+	}
+	writePEM(t, files.CAFile, "CERTIFICATE", caDER)
+	writePEM(t, files.CertFile, "CERTIFICATE", der)
+	writePEM(t, files.KeyFile, "EC PRIVATE KEY", keyDER)
+	return files
+}
+
+// CertPool returns a pool holding the test CA, for Go TLS clients.
+func (f TLSFiles) CertPool(t testing.TB) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(f.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no CA certificate in " + f.CAFile)
+	}
+	return pool
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
