@@ -3,6 +3,8 @@ package httpserver
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/bytesize"
 
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/tlsconfig"
@@ -88,5 +93,96 @@ func TestServesTLS(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("POST to a GET route: %d", resp.StatusCode)
+	}
+}
+
+func TestReadBody(t *testing.T) {
+	tests := []struct {
+		body          string
+		contentLength int64 // -1: unknown (chunked)
+		max           int64
+		wantCode      int
+	}{
+		{"hello", 5, 10, 0},
+		{"hello", -1, 10, 0},
+		{"", 0, 10, 0},
+		{"hello world", 11, 10, http.StatusRequestEntityTooLarge},
+		{"hello world", -1, 10, http.StatusRequestEntityTooLarge},
+		{strings.Repeat("x", 100_000), -1, 200_000, 0},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(tt.body))
+		r.ContentLength = tt.contentLength
+		w := httptest.NewRecorder()
+		got, ok := ReadBody(w, r, bytesize.Size(tt.max))
+		if tt.wantCode == 0 {
+			if !ok || string(got) != tt.body {
+				t.Errorf("%d bytes: ok=%v, got %d bytes (%d %s)", len(tt.body), ok, len(got), w.Code, w.Body)
+			}
+			continue
+		}
+		if ok || w.Code != tt.wantCode || !strings.Contains(w.Body.String(), `"error":"`) {
+			t.Errorf("%d bytes, max %d: ok=%v code=%d body=%s", len(tt.body), tt.max, ok, w.Code, w.Body)
+		}
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	tokens := NewTokens([]Token{{Name: "chef", Token: "abc"}})
+	tests := []struct {
+		headers  map[string]string
+		wantCode int
+		wantName string
+	}{
+		{map[string]string{"X-Data-Collector-Token": "abc"}, 0, "chef"},
+		{map[string]string{"Api-Token": "abc"}, 0, "chef"},
+		{map[string]string{"Authorization": "Bearer abc"}, 0, "chef"},
+		{map[string]string{"Authorization": "Basic abc"}, http.StatusUnauthorized, ""},
+		{map[string]string{}, http.StatusUnauthorized, ""},
+		{map[string]string{"X-Data-Collector-Token": "abd"}, http.StatusForbidden, ""},
+		{map[string]string{"X-Data-Collector-Auth": "version=1.0"}, http.StatusUnauthorized, ""},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("POST", "/", nil)
+		for k, v := range tt.headers {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		name, ok := Authenticate(w, r, tokens, "X-Data-Collector-Token", "Api-Token", "Authorization")
+		if tt.wantCode == 0 {
+			if !ok || name != tt.wantName {
+				t.Errorf("%v: ok=%v name=%q (%d)", tt.headers, ok, name, w.Code)
+			}
+			continue
+		}
+		if ok || w.Code != tt.wantCode {
+			t.Errorf("%v: ok=%v code=%d, want %d", tt.headers, ok, w.Code, tt.wantCode)
+		}
+	}
+	// No tokens configured: authentication is off.
+	w := httptest.NewRecorder()
+	if _, ok := Authenticate(w, httptest.NewRequest("POST", "/", nil), NewTokens(nil), "Api-Token"); !ok {
+		t.Error("request refused with no tokens configured")
+	}
+}
+
+func TestWritePublishError(t *testing.T) {
+	tests := []struct {
+		err        error
+		code       int
+		retryAfter string
+	}{
+		{fmt.Errorf("x: %w", bus.ErrInvalid), 400, ""},
+		{fmt.Errorf("x: %w", bus.ErrOverloaded), 429, "2"},
+		{fmt.Errorf("x: %w", bus.ErrUnavailable), 503, "5"},
+		{context.DeadlineExceeded, 503, "5"},
+		{errors.New("anything else"), 503, "5"},
+	}
+	for _, tt := range tests {
+		w := httptest.NewRecorder()
+		WritePublishError(w, tt.err)
+		if w.Code != tt.code || w.Header().Get("Retry-After") != tt.retryAfter {
+			t.Errorf("%v: %d Retry-After=%q", tt.err, w.Code, w.Header().Get("Retry-After"))
+		}
 	}
 }

@@ -6,19 +6,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests need: command -> package.
+# Debian packages the tests need: a command (or a glob of paths) -> package.
 declare -A packages=(
   [mosquitto]=mosquitto
   [mosquitto_sub]=mosquitto-clients
   [mosquitto_pub]=mosquitto-clients
   [curl]=curl
+  [ansible-playbook]=ansible-core
+  [subunit-2to1]=subunit
+  [python3]=python3
+  ['/usr/lib/python3/dist-packages/subunit/__init__.py']=python3-subunit
+  ['/usr/lib/postgresql/*/bin/initdb']=postgresql
 )
 
+present() {
+  case "$1" in
+    /*) compgen -G "$1" >/dev/null ;;
+    *) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] ;;
+  esac
+}
+
 missing=()
-for cmd in "${!packages[@]}"; do
-  if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
-    missing+=("${packages[$cmd]}")
-  fi
+for what in "${!packages[@]}"; do
+  present "$what" || missing+=("${packages[$what]}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)

@@ -1,0 +1,83 @@
+// Package testbus starts a real embedded broker for tests of the packages that
+// publish through it (adapters, the router), with a real MQTT subscriber.
+// It is imported only by tests.
+package testbus
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/broker"
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/testkit"
+)
+
+// Bus is a running broker on a loopback port.
+type Bus struct {
+	*broker.Broker
+	// URL is the MQTT/TCP address for clients: tcp://127.0.0.1:port.
+	URL string
+}
+
+// Start runs a broker with default settings on 127.0.0.1:0 and closes it when
+// the test ends.
+func Start(t testing.TB) *Bus {
+	t.Helper()
+	cfg := broker.DefaultConfig()
+	cfg.Listeners = []broker.ListenerConfig{{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"}}
+	b, err := broker.New(cfg, broker.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return &Bus{Broker: b, URL: "tcp://" + b.Addr("mqtt")}
+}
+
+// Subscribe connects a real MQTT client and subscribes it to filter at QoS 1.
+func (b *Bus) Subscribe(t testing.TB, filter string) <-chan testkit.Received {
+	t.Helper()
+	return testkit.Connect(t, b.URL, testkit.ClientOptions{}).Subscribe(filter, 1)
+}
+
+// Barrier publishes a marker on topic through the broker and returns once it
+// arrives on ch, failing the test if anything else arrives first. Use it to
+// prove that nothing was published, without sleeping: subscribe to a filter
+// that also matches topic.
+func (b *Bus) Barrier(t testing.TB, ch <-chan testkit.Received, topic string) {
+	t.Helper()
+	if err := b.Publish(context.Background(), busMessage(topic)); err != nil {
+		t.Fatal(err)
+	}
+	got := testkit.Next(t, ch)
+	if got.Topic != topic || got.Payload != barrierPayload {
+		t.Fatalf("expected nothing before the barrier, got %s: %.200s", got.Topic, got.Payload)
+	}
+}
+
+// Collect receives messages from ch until the barrier on topic arrives, and
+// returns them in order.
+func (b *Bus) Collect(t testing.TB, ch <-chan testkit.Received, topic string) []testkit.Received {
+	t.Helper()
+	if err := b.Publish(context.Background(), busMessage(topic)); err != nil {
+		t.Fatal(err)
+	}
+	var got []testkit.Received
+	for {
+		m := testkit.Next(t, ch)
+		if m.Topic == topic && m.Payload == barrierPayload {
+			return got
+		}
+		got = append(got, m)
+	}
+}
+
+const barrierPayload = "firehose-test-barrier"
+
+func busMessage(topic string) bus.Message {
+	return bus.Message{Topic: topic, Payload: []byte(barrierPayload), QoS: 1}
+}
