@@ -1,0 +1,605 @@
+package main
+
+// A minimal MQTT 3.1.1 client, just enough for the load generator:
+// CONNECT/CONNACK (username/password, clean session), PUBLISH at QoS 0/1,
+// PUBACK in both directions, SUBSCRIBE/SUBACK, PINGREQ/PINGRESP and
+// DISCONNECT.
+//
+// It is written for throughput, because the generator shares the machine's
+// cores with the broker under test:
+//   - one reader goroutine per connection parses packets straight out of a
+//     bufio.Reader (Peek/Discard, no per-packet allocation);
+//   - one writer goroutine per connection encodes small outMsg values taken
+//     from a channel into a bufio.Writer and flushes only when the channel is
+//     empty, so many packets share one write(2) under load;
+//   - PUBACKs for QoS 1 deliveries are written by the reader goroutine itself
+//     as soon as it has processed every complete packet one read returned
+//     (before it could block on the next read), all in one write;
+//   - PUBLISH payloads are patched in place (timestamp, sequence) in a
+//     per-connection template, so publishing does not allocate either.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MQTT control packet types (upper nibble of the fixed header).
+const (
+	pktConnect    = 1
+	pktConnack    = 2
+	pktPublish    = 3
+	pktPuback     = 4
+	pktSubscribe  = 8
+	pktSuback     = 9
+	pktPingreq    = 12
+	pktPingresp   = 13
+	pktDisconnect = 14
+)
+
+// kinds of outgoing messages handled by the writer goroutine.
+const (
+	outPublish = iota
+	outSubscribe
+	outPing
+	outDisconnect
+	outSync
+)
+
+// Payload layout written by publishers (little endian):
+//
+//	[0:8)   send timestamp, UnixNano, taken when the packet is encoded
+//	[8:16)  sequence number within the publisher (0, 1, 2, ...)
+//	[16:20) publisher index
+//	[20:24) run id (distinguishes measurements)
+//	[24:)   filler
+const minPayload = 24
+
+// outMsg is one queued outgoing packet. It is a small value type so that the
+// hot path (publish, puback) does not allocate.
+type outMsg struct {
+	kind  uint8
+	qos   uint8
+	pid   uint16
+	seq   uint64
+	topic string        // SUBSCRIBE only
+	done  chan struct{} // outSync only: closed after the writer has flushed
+}
+
+// clientOptions configure a connection.
+type clientOptions struct {
+	Addr      string
+	ClientID  string
+	Username  string
+	Password  string
+	KeepAlive time.Duration // 0 means 60s
+	QueueLen  int           // outgoing queue length; 0 means 1024
+	Timeout   time.Duration // dial + CONNACK timeout; 0 means 5s
+}
+
+// client is one MQTT connection.
+type client struct {
+	conn net.Conn
+	br   *bufio.Reader
+	wmu  sync.Mutex // guards bw: the writer goroutine and the reader's PUBACKs
+	bw   *bufio.Writer
+	out  chan outMsg
+
+	keepAlive time.Duration
+
+	// publish template, owned by the writer goroutine after start.
+	pubTopic   string
+	pubPayload []byte
+
+	// callbacks, run on the reader goroutine; set before start.
+	onPublish func(topic, payload []byte, qos byte, now int64)
+	onPuback  func(pid uint16)
+
+	subMu   sync.Mutex
+	subWait map[uint16]chan []byte // SUBACK waiters by packet id
+	subPID  uint16
+
+	written atomic.Int64 // PUBLISH packets encoded into the write buffer
+
+	dead       chan struct{} // closed when the connection failed or was closed
+	deadOnce   sync.Once
+	errMu      sync.Mutex
+	err        error
+	readerDone chan struct{}
+	writerDone chan struct{}
+	closing    atomic.Bool
+}
+
+var errClosed = errors.New("mqtt: connection closed")
+
+// dialMQTT connects, sends CONNECT and waits for a successful CONNACK. The
+// reader and writer goroutines are not running yet; call start.
+func dialMQTT(o clientOptions) (*client, error) {
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 60 * time.Second
+	}
+	if o.QueueLen == 0 {
+		o.QueueLen = 1024
+	}
+	conn, err := net.DialTimeout("tcp", o.Addr, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true) // we batch ourselves
+	}
+	c := &client{
+		conn:       conn,
+		br:         bufio.NewReaderSize(conn, 64<<10),
+		bw:         bufio.NewWriterSize(conn, 64<<10),
+		out:        make(chan outMsg, o.QueueLen),
+		keepAlive:  o.KeepAlive,
+		subWait:    make(map[uint16]chan []byte),
+		dead:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	_ = conn.SetDeadline(time.Now().Add(o.Timeout))
+	c.bw.Write(encodeConnect(o.ClientID, o.Username, o.Password, uint16(o.KeepAlive/time.Second)))
+	if err := c.bw.Flush(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	p, big, err := c.readPacket()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("mqtt: reading CONNACK: %w", err)
+	}
+	if p.typ != pktConnack || len(p.body) != 2 {
+		conn.Close()
+		return nil, fmt.Errorf("mqtt: expected CONNACK, got packet type %d", p.typ)
+	}
+	if rc := p.body[1]; rc != 0 {
+		conn.Close()
+		return nil, &refusedError{rc}
+	}
+	if !big {
+		c.br.Discard(len(p.body))
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// refusedError is a CONNACK with a non-zero return code.
+type refusedError struct{ rc byte }
+
+func (e *refusedError) Error() string { return "mqtt: connection refused: " + connackReason(e.rc) }
+
+// authFailure reports whether the broker refused the credentials.
+func (e *refusedError) authFailure() bool { return e.rc == 4 || e.rc == 5 }
+
+func connackReason(rc byte) string {
+	switch rc {
+	case 1:
+		return "unacceptable protocol version"
+	case 2:
+		return "identifier rejected"
+	case 3:
+		return "server unavailable"
+	case 4:
+		return "bad user name or password"
+	case 5:
+		return "not authorized"
+	}
+	return fmt.Sprintf("return code %d", rc)
+}
+
+func encodeConnect(clientID, user, pass string, keepAlive uint16) []byte {
+	var vh []byte
+	vh = appendString(vh, "MQTT")
+	vh = append(vh, 4) // protocol level 3.1.1
+	flags := byte(0x02)
+	if user != "" {
+		flags |= 0x80
+		if pass != "" {
+			flags |= 0x40
+		}
+	}
+	vh = append(vh, flags, byte(keepAlive>>8), byte(keepAlive))
+	vh = appendString(vh, clientID)
+	if user != "" {
+		vh = appendString(vh, user)
+		if pass != "" {
+			vh = appendString(vh, pass)
+		}
+	}
+	b := []byte{pktConnect << 4}
+	b = appendVarint(b, len(vh))
+	return append(b, vh...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = append(b, byte(len(s)>>8), byte(len(s)))
+	return append(b, s...)
+}
+
+func appendVarint(b []byte, n int) []byte {
+	for {
+		d := byte(n % 128)
+		n /= 128
+		if n > 0 {
+			d |= 0x80
+		}
+		b = append(b, d)
+		if n == 0 {
+			return b
+		}
+	}
+}
+
+// readPacket reads one packet. When big is false, p.body aliases the
+// bufio.Reader's buffer and is only valid until the caller does
+// br.Discard(len(p.body)); when big is true the body was copied and already
+// consumed.
+type rawPacket struct {
+	typ, flags byte
+	body       []byte
+}
+
+func (c *client) readPacket() (p rawPacket, big bool, err error) {
+	h, err := c.br.ReadByte()
+	if err != nil {
+		return p, false, err
+	}
+	n, mul := 0, 1
+	for i := 0; ; i++ {
+		d, err := c.br.ReadByte()
+		if err != nil {
+			return p, false, err
+		}
+		n += int(d&0x7f) * mul
+		if d&0x80 == 0 {
+			break
+		}
+		if i == 3 {
+			return p, false, errors.New("mqtt: malformed remaining length")
+		}
+		mul *= 128
+	}
+	p.typ, p.flags = h>>4, h&0x0f
+	if n <= c.br.Size() {
+		p.body, err = c.br.Peek(n)
+		return p, false, err
+	}
+	p.body = make([]byte, n)
+	_, err = io.ReadFull(c.br, p.body)
+	return p, true, err
+}
+
+// start launches the reader and writer goroutines.
+func (c *client) start() {
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+func (c *client) fail(err error) {
+	c.deadOnce.Do(func() {
+		c.errMu.Lock()
+		if c.closing.Load() {
+			err = errClosed
+		}
+		c.err = err
+		c.errMu.Unlock()
+		close(c.dead)
+		c.conn.Close()
+	})
+}
+
+// Err returns why the connection died (errClosed after Close), or nil.
+func (c *client) Err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+func (c *client) readLoop() {
+	defer close(c.readerDone)
+	acks := make([]byte, 0, 4096+4)
+	for {
+		p, big, err := c.readPacket()
+		if err != nil {
+			c.fail(fmt.Errorf("mqtt: read: %w", err))
+			return
+		}
+		switch p.typ {
+		case pktPublish:
+			qos := (p.flags >> 1) & 3
+			body := p.body
+			if len(body) < 2 {
+				c.fail(errors.New("mqtt: short PUBLISH"))
+				return
+			}
+			tl := int(binary.BigEndian.Uint16(body))
+			if len(body) < 2+tl {
+				c.fail(errors.New("mqtt: short PUBLISH topic"))
+				return
+			}
+			topic := body[2 : 2+tl]
+			rest := body[2+tl:]
+			if qos > 0 {
+				if len(rest) < 2 {
+					c.fail(errors.New("mqtt: short PUBLISH packet id"))
+					return
+				}
+				pid := binary.BigEndian.Uint16(rest)
+				rest = rest[2:]
+				if qos == 1 {
+					acks = append(acks, pktPuback<<4, 2, byte(pid>>8), byte(pid))
+				}
+			}
+			if c.onPublish != nil {
+				c.onPublish(topic, rest, qos, time.Now().UnixNano())
+			}
+		case pktPuback:
+			if len(p.body) >= 2 && c.onPuback != nil {
+				c.onPuback(binary.BigEndian.Uint16(p.body))
+			}
+		case pktSuback:
+			if len(p.body) >= 2 {
+				pid := binary.BigEndian.Uint16(p.body)
+				codes := append([]byte(nil), p.body[2:]...)
+				c.subMu.Lock()
+				ch := c.subWait[pid]
+				delete(c.subWait, pid)
+				c.subMu.Unlock()
+				if ch != nil {
+					ch <- codes
+				}
+			}
+		case pktPingresp:
+		default:
+			c.fail(fmt.Errorf("mqtt: unexpected packet type %d", p.typ))
+			return
+		}
+		if !big {
+			c.br.Discard(len(p.body))
+		}
+		// PUBACKs go out as soon as everything already received has been
+		// processed (i.e. before the next read could block), batched into
+		// one write.
+		if len(acks) > 0 && (len(acks) >= 4096 || c.inputDrained()) {
+			if err := c.writeRaw(acks); err != nil {
+				c.fail(fmt.Errorf("mqtt: write: %w", err))
+				return
+			}
+			acks = acks[:0]
+		}
+	}
+}
+
+// inputDrained reports whether the read buffer holds no complete packet, so
+// the next readPacket would block on the socket.
+func (c *client) inputDrained() bool {
+	n := c.br.Buffered()
+	if n == 0 {
+		return true
+	}
+	b, _ := c.br.Peek(min(n, 5))
+	rl, mul := 0, 1
+	for i := 1; i < len(b); i++ {
+		rl += int(b[i]&0x7f) * mul
+		if b[i]&0x80 == 0 {
+			return 1+i+rl > n
+		}
+		mul *= 128
+	}
+	return true
+}
+
+// writeRaw writes complete packets and flushes, from the reader goroutine.
+func (c *client) writeRaw(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.bw.Write(b)
+	return c.bw.Flush()
+}
+
+// enqueue queues a packet for the writer; false when the connection is dead.
+func (c *client) enqueue(m outMsg) bool {
+	select {
+	case c.out <- m:
+		return true
+	case <-c.dead:
+		return false
+	}
+}
+
+func (c *client) writeLoop() {
+	defer close(c.writerDone)
+	ping := time.NewTicker(c.keepAlive / 2)
+	defer ping.Stop()
+	var m outMsg
+	for {
+		select {
+		case m = <-c.out:
+		case <-ping.C:
+			m = outMsg{kind: outPing}
+		case <-c.dead:
+			return
+		}
+		// Encode everything queued, then flush once the queue is empty.
+		c.wmu.Lock()
+		for {
+			if err := c.encode(m); err != nil {
+				c.wmu.Unlock()
+				c.fail(fmt.Errorf("mqtt: write: %w", err))
+				return
+			}
+			if m.kind == outSync || m.kind == outDisconnect {
+				break
+			}
+			select {
+			case m = <-c.out:
+				continue
+			default:
+			}
+			break
+		}
+		err := c.bw.Flush()
+		c.wmu.Unlock()
+		if err != nil {
+			c.fail(fmt.Errorf("mqtt: write: %w", err))
+			return
+		}
+		switch m.kind {
+		case outSync:
+			close(m.done)
+		case outDisconnect:
+			c.fail(errClosed)
+			return
+		}
+	}
+}
+
+func (c *client) encode(m outMsg) error {
+	w := c.bw
+	switch m.kind {
+	case outPublish:
+		p := c.pubPayload
+		binary.LittleEndian.PutUint64(p[0:], uint64(time.Now().UnixNano()))
+		binary.LittleEndian.PutUint64(p[8:], m.seq)
+		rl := 2 + len(c.pubTopic) + len(p)
+		h := byte(pktPublish << 4)
+		if m.qos > 0 {
+			rl += 2
+			h |= m.qos << 1
+		}
+		var hdr [5]byte
+		hb := append(hdr[:0], h)
+		hb = appendVarint(hb, rl)
+		w.Write(hb)
+		w.WriteByte(byte(len(c.pubTopic) >> 8))
+		w.WriteByte(byte(len(c.pubTopic)))
+		w.WriteString(c.pubTopic)
+		if m.qos > 0 {
+			w.WriteByte(byte(m.pid >> 8))
+			w.WriteByte(byte(m.pid))
+		}
+		_, err := w.Write(p)
+		c.written.Add(1)
+		return err
+	case outSubscribe:
+		var b []byte
+		b = append(b, pktSubscribe<<4|0x02)
+		b = appendVarint(b, 2+2+len(m.topic)+1)
+		b = append(b, byte(m.pid>>8), byte(m.pid))
+		b = appendString(b, m.topic)
+		b = append(b, m.qos)
+		_, err := w.Write(b)
+		return err
+	case outPing:
+		_, err := w.Write([]byte{pktPingreq << 4, 0})
+		return err
+	case outDisconnect:
+		_, err := w.Write([]byte{pktDisconnect << 4, 0})
+		return err
+	case outSync:
+		return nil
+	}
+	return fmt.Errorf("mqtt: unknown outgoing kind %d", m.kind)
+}
+
+// setPublishTemplate prepares the topic and payload used by publish. Must be
+// called before start.
+func (c *client) setPublishTemplate(topic string, payload []byte) {
+	c.pubTopic = topic
+	c.pubPayload = payload
+}
+
+// publish queues one PUBLISH of the template with the given sequence number.
+func (c *client) publish(qos byte, pid uint16, seq uint64) bool {
+	return c.enqueue(outMsg{kind: outPublish, qos: qos, pid: pid, seq: seq})
+}
+
+// flushSync blocks until everything queued so far has been written to the
+// socket, the connection died, or the timeout passed.
+func (c *client) flushSync(timeout time.Duration) bool {
+	done := make(chan struct{})
+	if !c.enqueue(outMsg{kind: outSync, done: done}) {
+		return false
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-c.dead:
+		return false
+	case <-t.C:
+		return false
+	}
+}
+
+// subscribe subscribes to one filter and waits for the SUBACK; it returns
+// the granted QoS.
+func (c *client) subscribe(filter string, qos byte, timeout time.Duration) (byte, error) {
+	ch := make(chan []byte, 1)
+	c.subMu.Lock()
+	c.subPID++
+	if c.subPID == 0 {
+		c.subPID = 1
+	}
+	pid := c.subPID
+	c.subWait[pid] = ch
+	c.subMu.Unlock()
+	if !c.enqueue(outMsg{kind: outSubscribe, pid: pid, qos: qos, topic: filter}) {
+		return 0, c.deadErr()
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case codes := <-ch:
+		if len(codes) != 1 {
+			return 0, fmt.Errorf("mqtt: SUBACK with %d return codes", len(codes))
+		}
+		if codes[0] == 0x80 {
+			return 0, fmt.Errorf("mqtt: subscription to %q refused", filter)
+		}
+		return codes[0], nil
+	case <-c.dead:
+		return 0, c.deadErr()
+	case <-t.C:
+		return 0, fmt.Errorf("mqtt: no SUBACK for %q within %v", filter, timeout)
+	}
+}
+
+func (c *client) deadErr() error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return errClosed
+}
+
+// Close sends DISCONNECT (best effort, bounded in time), closes the socket
+// and waits for both goroutines to finish.
+func (c *client) Close() {
+	c.closing.Store(true)
+	t := time.NewTimer(time.Second)
+	select {
+	case c.out <- outMsg{kind: outDisconnect}:
+		select {
+		case <-c.writerDone:
+		case <-t.C:
+		}
+	case <-c.dead:
+	case <-t.C:
+	}
+	t.Stop()
+	c.fail(errClosed)
+	<-c.readerDone
+	<-c.writerDone
+}
