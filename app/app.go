@@ -1,6 +1,7 @@
-// Package app wires the bridge together: the embedded broker, the HTTP front
-// door and, in later stages, the adapters, router and sinks. cmd/bridge is a
-// thin main around it, and tests start it in-process on 127.0.0.1:0 ports.
+// Package app wires the bridge together: the broker (embedded, or an external
+// one), the HTTP front door, the adapters, the router and its sinks.
+// cmd/bridge is a thin main around it, and tests start it in-process on
+// 127.0.0.1:0 ports.
 //
 // Everything is wired explicitly in this file; nothing registers itself.
 package app
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,8 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/router"
+	"github.com/opsfirehose/firehose/sinks"
 )
 
 // Bridge is one running bridge process.
@@ -28,32 +32,93 @@ type Bridge struct {
 	cfg      config.Config
 	log      zerolog.Logger
 	registry *prometheus.Registry
-	broker   *broker.Broker
 	http     *httpserver.Server
+
+	broker     *broker.Broker     // embedded mode
+	external   *sinks.MQTT        // external mode: where adapters publish
+	subscriber *router.Subscriber // external mode: where the router reads
+	sinks      map[string]sinks.Sink
+	router     *router.Router
+	publisher  bus.Publisher
 
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
 
-// New builds the bridge from a validated config and opens every socket, so a
-// port in use fails here with the listener's name. Nothing is served until Start.
+// New builds the bridge from a validated config and opens every listening
+// socket, so a port in use fails here with the listener's name. Nothing is
+// served until Start; sinks start connecting at once, in the background.
 func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
-	b := &Bridge{cfg: cfg, log: log, registry: newRegistry()}
+	b := &Bridge{cfg: cfg, log: log, registry: newRegistry(), sinks: map[string]sinks.Sink{}}
 	defer func() {
 		if err != nil {
 			b.closeAll(context.Background())
 		}
 	}()
-	b.broker, err = broker.New(cfg.Broker, broker.Options{Logger: log, Registerer: b.registry})
+	natsSinks := map[string]bool{}
+	for _, name := range sortedKeys(cfg.Sinks) {
+		sc := cfg.Sinks[name]
+		var s sinks.Sink
+		switch sc.Type {
+		case sinks.TypeNATS, sinks.TypeJetStream:
+			s, err = sinks.NewNATS(name, sc, log)
+			natsSinks[name] = true
+		case sinks.TypeMQTT:
+			s, err = sinks.NewMQTT(name, sc, cfg.DataDir, log)
+		default:
+			err = fmt.Errorf("sinks.%s.type: %q is not a sink type", name, sc.Type)
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.sinks[name] = s
+	}
+	b.router, err = router.New(cfg.Routes, b.sinks, natsSinks, router.Options{DataDir: cfg.DataDir, Logger: log, Registerer: b.registry})
 	if err != nil {
 		return nil, err
 	}
-	b.http, err = httpserver.New(cfg.HTTP, httpserver.Options{Logger: log, Registerer: b.registry})
-	if err != nil {
+
+	switch cfg.Broker.Mode {
+	case broker.ModeExternal:
+		ext := cfg.Broker.External
+		if b.external, err = sinks.NewMQTT("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log); err != nil {
+			return nil, err
+		}
+		if b.subscriber, err = router.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, log); err != nil {
+			return nil, err
+		}
+		b.publisher = b.external
+	default:
+		if b.broker, err = broker.New(cfg.Broker, broker.Options{Logger: log, Registerer: b.registry}); err != nil {
+			return nil, err
+		}
+		if len(cfg.Routes) > 0 {
+			if err = b.broker.AddHook(router.NewHook(b.router, b.broker)); err != nil {
+				return nil, err
+			}
+		}
+		b.publisher = &routedPublisher{router: b.router, local: b.broker}
+	}
+
+	if b.http, err = httpserver.New(cfg.HTTP, httpserver.Options{Logger: log, Registerer: b.registry}); err != nil {
 		return nil, err
 	}
 	b.routes()
 	return b, nil
+}
+
+// externalConn describes one of the bridge's two connections to the external broker.
+func externalConn(ext *broker.External, suffix string) sinks.Config {
+	return sinks.Config{
+		Type:                 sinks.TypeMQTT,
+		URL:                  ext.URL,
+		ClientID:             ext.ClientID + suffix,
+		Username:             ext.Username,
+		Password:             ext.Password,
+		TLS:                  ext.TLS,
+		MaxReconnectInterval: ext.MaxReconnectInterval,
+		ConfirmTimeout:       ext.ConfirmTimeout,
+	}
 }
 
 func newRegistry() *prometheus.Registry {
@@ -62,7 +127,7 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// routes registers every HTTP endpoint. Adapters are added here, one line each.
+// routes registers every HTTP endpoint. Adapters are added here, one block each.
 func (b *Bridge) routes() {
 	b.http.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		httpserver.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -71,26 +136,42 @@ func (b *Bridge) routes() {
 	b.http.Handle("GET /metrics", promhttp.HandlerFor(b.registry, promhttp.HandlerOpts{}))
 }
 
-// readyz answers 200 when the bridge can take messages: the broker is serving
-// (and, once routes exist, every required sink is up).
+// readyz answers 200 when the bridge can take messages and deliver them: the
+// broker is up and every required route's sink is connected.
 func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
-	checks := map[string]string{"broker": "ok"}
-	status := http.StatusOK
-	if !b.broker.Ready() {
+	checks := map[string]string{}
+	switch {
+	case b.broker != nil && !b.broker.Ready():
 		checks["broker"] = "not running"
-		status = http.StatusServiceUnavailable
+	case b.external != nil && !b.external.Ready():
+		checks["broker"] = "external broker not connected"
+	default:
+		checks["broker"] = "ok"
+	}
+	ready := checks["broker"] == "ok"
+	for k, v := range b.router.Ready() {
+		checks[k] = v
+		ready = false
 	}
 	body := map[string]any{"status": "ok", "checks": checks}
-	if status != http.StatusOK {
-		body["status"] = "unavailable"
+	status := http.StatusOK
+	if !ready {
+		body["status"], status = "unavailable", http.StatusServiceUnavailable
 	}
 	httpserver.WriteJSON(w, status, body)
 }
 
-// Start serves MQTT and HTTP. It returns once both accept connections.
+// Start serves MQTT and HTTP and starts routing. It returns once the
+// listeners accept connections.
 func (b *Bridge) Start() error {
-	if err := b.broker.Start(); err != nil {
-		return err
+	if b.broker != nil {
+		if err := b.broker.Start(); err != nil {
+			return err
+		}
+	}
+	b.router.Start()
+	if b.subscriber != nil {
+		b.subscriber.Start()
 	}
 	b.http.Start()
 	return nil
@@ -103,7 +184,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.closeAll(context.Background())
 		return err
 	}
-	b.log.Info().Str("http", b.HTTPAddr()).Msg("bridge ready")
+	b.log.Info().Str("http", b.HTTPAddr()).Str("broker", b.cfg.Broker.Mode).Int("routes", len(b.cfg.Routes)).Msg("bridge ready")
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -118,9 +199,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // Shutdown stops the bridge in pipeline order: the HTTP intake first, so no
-// new message arrives; then (once they exist) the router drains and the sinks
-// flush; the broker closes last, so everything accepted reaches subscribers.
-// It is idempotent and bounded by ctx.
+// new message arrives; then the router stops (its outboxes stay on disk) and
+// the sinks flush; the broker closes last, so everything accepted reaches
+// subscribers. It is idempotent and bounded by ctx.
 func (b *Bridge) Shutdown(ctx context.Context) error {
 	b.shutdownOnce.Do(func() { b.shutdownErr = b.closeAll(ctx) })
 	return b.shutdownErr
@@ -128,15 +209,29 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 
 func (b *Bridge) closeAll(ctx context.Context) error {
 	var errs []error
-	if b.http != nil {
-		if err := b.http.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http: %w", err))
+	step := func(name string, fn func() error) {
+		if err := within(ctx, fn); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
+	if b.http != nil {
+		step("http", func() error { return b.http.Shutdown(ctx) })
+	}
+	if b.subscriber != nil {
+		step("router subscriber", func() error { return b.subscriber.Close(ctx) })
+	}
+	if b.router != nil {
+		step("router", func() error { return b.router.Close(ctx) })
+	}
+	for _, name := range sortedKeys(b.sinks) {
+		s := b.sinks[name]
+		step("sink "+name, func() error { return s.Close(ctx) })
+	}
+	if b.external != nil {
+		step("external broker", func() error { return b.external.Close(ctx) })
+	}
 	if b.broker != nil {
-		if err := within(ctx, b.broker.Close); err != nil {
-			errs = append(errs, fmt.Errorf("broker: %w", err))
-		}
+		step("broker", b.broker.Close)
 	}
 	return errors.Join(errs...)
 }
@@ -144,8 +239,19 @@ func (b *Bridge) closeAll(ctx context.Context) error {
 // HTTPAddr is the HTTP listener's bound address.
 func (b *Bridge) HTTPAddr() string { return b.http.Addr() }
 
-// Broker is the embedded broker, for tests and for the listener addresses.
+// Broker is the embedded broker (nil in external mode).
 func (b *Bridge) Broker() *broker.Broker { return b.broker }
 
-// Publisher is what adapters publish through.
-func (b *Bridge) Publisher() bus.Publisher { return b.broker }
+// Publisher is what adapters publish through: in embedded mode the router,
+// then the broker; in external mode the external broker, whose subscriber
+// side routes.
+func (b *Bridge) Publisher() bus.Publisher { return b.publisher }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/router"
+	"github.com/opsfirehose/firehose/sinks"
 	"github.com/opsfirehose/firehose/strictyaml"
 )
 
@@ -21,6 +24,13 @@ type Config struct {
 	Log    logging.Config    `yaml:"log"`
 	HTTP   httpserver.Config `yaml:"http"`
 	Broker broker.Config     `yaml:"broker"`
+	// Sinks are the destinations routes deliver to, by name.
+	Sinks map[string]sinks.Config `yaml:"sinks"`
+	// Routes fan topic filters out to sinks.
+	Routes []router.Config `yaml:"routes"`
+	// DataDir holds the bridge's state: outboxes, ConfigDB's SQLite file,
+	// the external MQTT client's store.
+	DataDir string `yaml:"data_dir"`
 	// ShutdownTimeout bounds a graceful shutdown, from the signal to exit.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 }
@@ -32,6 +42,7 @@ func Default() Config {
 		Log:             logging.DefaultConfig(),
 		HTTP:            httpserver.DefaultConfig(),
 		Broker:          broker.DefaultConfig(),
+		DataDir:         "data",
 		ShutdownTimeout: 15 * time.Second,
 	}
 }
@@ -42,6 +53,17 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		p.Add("shutdown_timeout", "must be positive, for example 15s")
 	}
+	if c.DataDir == "" {
+		p.Add("data_dir", "required")
+	}
+	names := map[string]bool{}
+	for name := range c.Sinks {
+		names[name] = true
+		if name == "" || strings.ContainsAny(name, "/\\ \x00") || name == "." || name == ".." {
+			p.Add("sinks", "%q is not a usable sink name: use letters, digits, '-', '_' or '.'", name)
+		}
+	}
+	p.Wrap("", router.ValidateAll(c.Routes, names))
 	return p.Err()
 }
 

@@ -64,3 +64,17 @@ func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
+
+// Pebble adapts a logger to pebble's Logger interface (the broker's store and
+// the outbox both use pebble): its chatter goes to debug, its errors to error,
+// and its fatal path stays fatal, as pebble expects.
+type Pebble struct{ Log zerolog.Logger }
+
+// Infof logs at debug.
+func (l Pebble) Infof(format string, args ...any) { l.Log.Debug().Msgf(format, args...) }
+
+// Errorf logs at error.
+func (l Pebble) Errorf(format string, args ...any) { l.Log.Error().Msgf(format, args...) }
+
+// Fatalf logs and exits.
+func (l Pebble) Fatalf(format string, args ...any) { l.Log.Fatal().Msgf(format, args...) }

@@ -111,6 +111,12 @@ func (p *Process) Stop() error {
 	return p.err
 }
 
+// Kill sends SIGKILL, as a crash or the OOM killer would, and waits for the exit.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // Exited reports whether the program has exited.
 func (p *Process) Exited() bool {
 	select {
@@ -187,4 +193,50 @@ func FreePort(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// Mosquitto is Debian's mosquitto broker run for a test on a free loopback
+// port, restartable on the same port.
+type Mosquitto struct {
+	t    testing.TB
+	bin  string
+	conf string
+	Addr string // host:port
+	proc *Process
+}
+
+// StartMosquitto runs mosquitto with anonymous access (extra config lines are
+// appended to its config file) and stops it when the test ends.
+func StartMosquitto(t testing.TB, extraConfig ...string) *Mosquitto {
+	t.Helper()
+	bin := RequireCommand(t, "mosquitto")
+	addr := FreePort(t)
+	_, port, _ := net.SplitHostPort(addr)
+	conf := filepath.Join(t.TempDir(), "mosquitto.conf")
+	lines := append([]string{"listener " + port + " 127.0.0.1", "allow_anonymous true", "persistence false", "max_inflight_messages 0", "max_queued_messages 1000000"}, extraConfig...)
+	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := &Mosquitto{t: t, bin: bin, conf: conf, Addr: addr}
+	m.Restart()
+	return m
+}
+
+// URL is tcp://host:port.
+func (m *Mosquitto) URL() string { return "tcp://" + m.Addr }
+
+// Stop stops the broker.
+func (m *Mosquitto) Stop() {
+	if m.proc != nil {
+		_ = m.proc.Stop()
+		m.proc = nil
+	}
+}
+
+// Restart (re)starts the broker and waits until it accepts connections.
+func (m *Mosquitto) Restart() {
+	m.t.Helper()
+	m.Stop()
+	m.proc = Start(m.t, os.TempDir(), m.bin, "-c", m.conf)
+	WaitTCP(m.t, m.proc, m.Addr)
 }

@@ -1,0 +1,33 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/router"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// routedPublisher is the adapters' publisher in embedded mode: it routes
+// first (every required sink confirmed, or the outbox written), then
+// publishes on the local broker, whose router hook skips the bridge's own
+// messages. A failure anywhere fails the call, and the sender retries; the
+// duplicates that retry may cause are what Nats-Msg-Id is for.
+type routedPublisher struct {
+	router *router.Router
+	local  bus.Publisher
+}
+
+func (p *routedPublisher) Publish(ctx context.Context, msgs ...bus.Message) error {
+	// Refuse a bad topic before anything reaches a sink.
+	for i := range msgs {
+		if err := topics.ValidName(msgs[i].Topic); err != nil {
+			return fmt.Errorf("publish %q: %w: %w", msgs[i].Topic, bus.ErrInvalid, err)
+		}
+	}
+	if err := p.router.Route(ctx, msgs...); err != nil {
+		return err
+	}
+	return p.local.Publish(ctx, msgs...)
+}

@@ -1,0 +1,267 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/opsfirehose/firehose/broker"
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/internal/testkit"
+	"github.com/opsfirehose/firehose/internal/testnats"
+	"github.com/opsfirehose/firehose/router"
+	"github.com/opsfirehose/firehose/sinks"
+)
+
+// routedConfig is a bridge with a publisher account and one required route
+// of everything to a JetStream stream.
+func routedConfig(t *testing.T, natsURL string) config.Config {
+	t.Helper()
+	cfg := testConfig()
+	cfg.DataDir = t.TempDir()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	cfg.Broker.Users = []broker.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
+	var sc sinks.Config
+	sc.SetDefaults()
+	sc.Type, sc.URLs, sc.ConfirmTimeout = sinks.TypeJetStream, []string{natsURL}, 2*time.Second
+	sc.Stream = &sinks.StreamConfig{}
+	sc.Stream.SetDefaults()
+	sc.Stream.Name, sc.Stream.Create, sc.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
+	cfg.Sinks = map[string]sinks.Config{"js": sc}
+	var rc router.Config
+	rc.SetDefaults()
+	rc.Name, rc.Sink, rc.Filters = "all", "js", []string{"#"}
+	cfg.Routes = []router.Config{rc}
+	if err := config.Parse(nil, &cfg, config.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func streamMsgs(t *testing.T, url string) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(context.Background(), "FIREHOSE")
+	if err != nil {
+		return 0
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testkit.Timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition another goroutine brings about
+	}
+}
+
+func TestMQTTPublishIsAckedOnlyOnceRouted(t *testing.T) {
+	srv := testnats.Start(t)
+	b := startBridge(t, routedConfig(t, srv.URL()))
+	waitFor(t, "the sink", func() bool { return len(b.router.Ready()) == 0 })
+	pub := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{Username: "pub", Password: "pw"})
+	for i := 1; i <= 20; i++ {
+		if err := pub.Publish(fmt.Sprintf("sensors/%d", i), 1, false, "x"); err != nil {
+			t.Fatal(err)
+		}
+		// The PUBACK has arrived: the message must already be in the stream.
+		if n := streamMsgs(t, srv.URL()); n != uint64(i) {
+			t.Fatalf("after %d PUBACKs the stream holds %d messages", i, n)
+		}
+	}
+	// The bridge's own messages are routed once, not again by the hook.
+	if err := b.Publisher().Publish(context.Background(), bus.NewMessage("test", "own-1", "own/1", []byte("x"), time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if n := streamMsgs(t, srv.URL()); n != 21 {
+		t.Fatalf("stream holds %d messages, want 21", n)
+	}
+}
+
+func TestUnsafeMQTTPublishesAreRefused(t *testing.T) {
+	mosquittoPub := testkit.RequireCommand(t, "mosquitto_pub")
+	srv := testnats.Start(t)
+	cfg := routedConfig(t, srv.URL())
+	cfg.Routes[0].OutboxMaxBytes = bytesize.MiB
+	b := startBridge(t, cfg)
+	waitFor(t, "the sink", func() bool { return len(b.router.Ready()) == 0 })
+	srv.Stop()
+	waitFor(t, "the sink to go down", func() bool { return len(b.router.Ready()) == 1 })
+
+	// Fill the outbox to the last byte through the bridge's own publisher, as
+	// an adapter would, with ever smaller messages.
+	for _, size := range []int{300 << 10, 4 << 10, 16, 0} {
+		var err error
+		for i := 0; i < 10000 && err == nil; i++ {
+			err = b.Publisher().Publish(context.Background(), bus.Message{Topic: "fill/up", Payload: make([]byte, size), QoS: 1})
+		}
+		if !errors.Is(err, bus.ErrUnavailable) {
+			t.Fatalf("filling the outbox: %v, want bus.ErrUnavailable", err)
+		}
+	}
+
+	sub := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{})
+	all := sub.Subscribe("sensors/#", 1)
+
+	// MQTT 3.1.1: no PUBACK, and a disconnect so the client resends later.
+	lost := testkit.NewSignal()
+	pub := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{Username: "pub", Password: "pw", OnLost: lost.Fire})
+	_ = pub.Publish("sensors/v3", 1, false, "unsafe")
+	if !lost.Wait() {
+		t.Fatal("an MQTT 3.1.1 publisher whose message could not be made safe stayed connected")
+	}
+	// MQTT 5: a PUBACK with a reason code.
+	host, port, _ := net.SplitHostPort(b.Broker().Addr("mqtt"))
+	out, _ := exec.Command(mosquittoPub, "-V", "5", "-q", "1", "-h", host, "-p", port, "-u", "pub", "-P", "pw", "-t", "sensors/v5", "-m", "unsafe").CombinedOutput()
+	if !strings.Contains(string(out), "Quota exceeded") {
+		t.Errorf("mosquitto_pub -V 5 printed %q, want a Quota exceeded reason", out)
+	}
+	// Neither message reached local subscribers.
+	if err := b.Broker().Publish(context.Background(), bus.Message{Topic: "sensors/barrier", Payload: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if m := testkit.Next(t, all); m.Topic != "sensors/barrier" {
+		t.Fatalf("a refused message was delivered: %+v", m)
+	}
+}
+
+func TestReadyzReportsARequiredSinkDown(t *testing.T) {
+	srv := testnats.Start(t)
+	b := startBridge(t, routedConfig(t, srv.URL()))
+	waitFor(t, "the sink", func() bool { return len(b.router.Ready()) == 0 })
+	srv.Stop()
+	waitFor(t, "readyz to fail", func() bool {
+		code, _ := get(t, "http://"+b.HTTPAddr()+"/readyz")
+		return code == 503
+	})
+	_, body := get(t, "http://"+b.HTTPAddr()+"/readyz")
+	if !strings.Contains(body, `"route all":"sink js is down; buffering in the outbox"`) {
+		t.Fatalf("/readyz: %s", body)
+	}
+	srv.Restart()
+	waitFor(t, "readyz to recover", func() bool {
+		code, _ := get(t, "http://"+b.HTTPAddr()+"/readyz")
+		return code == 200
+	})
+}
+
+// TestExternalModeRoutesEachMessageOnce runs two bridges against Debian's
+// mosquitto, sharing one subscription, with a route to NATS.
+func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
+	mosq := testkit.StartMosquitto(t)
+	srv := testnats.Start(t)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	got := make(chan *nats.Msg, 10000)
+	if _, err := nc.ChanSubscribe("firehose.>", got); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+
+	var bridges []*Bridge
+	for i := 0; i < 2; i++ {
+		cfg := testConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.Broker.Mode = broker.ModeExternal
+		cfg.Broker.External = &broker.External{}
+		cfg.Broker.External.SetDefaults()
+		cfg.Broker.External.URL = mosq.URL()
+		cfg.Broker.External.ClientID = fmt.Sprintf("bridge-%d", i)
+		cfg.Broker.External.MaxReconnectInterval = 200 * time.Millisecond
+		var sc sinks.Config
+		sc.SetDefaults()
+		sc.Type, sc.URLs = sinks.TypeNATS, []string{srv.URL()}
+		cfg.Sinks = map[string]sinks.Config{"core": sc}
+		var rc router.Config
+		rc.SetDefaults()
+		rc.Name, rc.Sink, rc.Filters = "events", "core", []string{"events/#", "events/+/x"}
+		cfg.Routes = []router.Config{rc}
+		if err := config.Parse(nil, &cfg, config.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		bridges = append(bridges, startBridge(t, cfg))
+	}
+	for _, b := range bridges {
+		waitFor(t, "the external broker", func() bool { return b.external.Ready() })
+	}
+	// The subscriptions are in place once a message published now is routed.
+	waitFor(t, "the shared subscriptions", func() bool {
+		_ = bridges[0].Publisher().Publish(context.Background(), bus.Message{Topic: "events/probe", Payload: []byte("probe"), QoS: 1})
+		select {
+		case <-got:
+			return true
+		case <-time.After(200 * time.Millisecond):
+			return false
+		}
+	})
+	for len(got) > 0 {
+		<-got
+	}
+
+	const n = 400
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			b := bridges[i%2]
+			m := bus.NewMessage("test", fmt.Sprint(i), fmt.Sprintf("events/%d/x", i), []byte(fmt.Sprint(i)), time.Now())
+			if err := b.Publisher().Publish(context.Background(), m); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for len(seen) < n {
+		select {
+		case m := <-got:
+			seen[string(m.Data)]++
+			if seen[string(m.Data)] > 1 {
+				t.Fatalf("message %s reached NATS twice", m.Data)
+			}
+		case <-time.After(testkit.Timeout):
+			t.Fatalf("%d of %d messages reached NATS", len(seen), n)
+		}
+	}
+	// Nothing more arrives: a final message is the next one on NATS.
+	if err := bridges[1].Publisher().Publish(context.Background(), bus.Message{Topic: "events/end", Payload: []byte("end"), QoS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if string(m.Data) != "end" {
+			t.Fatalf("a duplicate arrived late: %s", m.Data)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Fatal("the final message did not arrive")
+	}
+}

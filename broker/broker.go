@@ -1,0 +1,261 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Options carries what the broker needs besides its config section.
+type Options struct {
+	// Logger receives the broker's logs, and mochi's through a slog bridge.
+	Logger zerolog.Logger
+	// Registerer receives the broker's metrics; nil means no metrics.
+	Registerer prometheus.Registerer
+}
+
+// Broker is the embedded MQTT broker: mochi with our access control, retained
+// persistence and drop accounting. It implements bus.Publisher through mochi's
+// inline client, so the bridge publishes without a TCP hop and without ACLs.
+type Broker struct {
+	cfg     Config
+	log     zerolog.Logger
+	server  *mqtt.Server
+	inline  *mqtt.Client
+	auth    *authHook
+	store   *storeHook
+	metrics *metrics
+
+	listeners map[string]listeners.Listener
+
+	started   atomic.Bool
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ bus.Publisher = (*Broker)(nil)
+
+// New validates cfg, opens every listener's socket and prepares the broker.
+// Nothing is served until Start. On error, every socket opened is closed again.
+func New(cfg Config, opts Options) (_ *Broker, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("broker config: %w", err)
+	}
+	log := opts.Logger.With().Str("component", "broker").Logger()
+	// mochi narrates every hook and listener at info; keep its warnings and
+	// errors, and the rest only when we debug.
+	mochiLog := opts.Logger.With().Str("component", "mqtt").Logger()
+	if mochiLog.GetLevel() > zerolog.DebugLevel && mochiLog.GetLevel() < zerolog.WarnLevel {
+		mochiLog = mochiLog.Level(zerolog.WarnLevel)
+	}
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumClientWritesPending = int32(cfg.MaxQueuedMessages)
+	caps.MaximumInflight = uint16(cfg.MaxInflight)
+	caps.MaximumPacketSize = uint32(cfg.MaxPacketSize)
+	caps.MaximumMessageExpiryInterval = int64(cfg.MaxMessageExpiry.Seconds())
+	caps.MaximumSessionExpiryInterval = uint32(cfg.MaxSessionExpiry.Seconds())
+	server := mqtt.New(&mqtt.Options{
+		InlineClient:           true,
+		Capabilities:           caps,
+		SysTopicResendInterval: int64(cfg.SysInterval.Seconds()),
+		Logger:                 slog.New(zerolog.NewSlogHandler(mochiLog)),
+	})
+	b := &Broker{
+		cfg:       cfg,
+		log:       log,
+		server:    server,
+		metrics:   newMetrics(),
+		listeners: map[string]listeners.Listener{},
+	}
+	inline, ok := server.Clients.Get(mqtt.InlineClientId)
+	if !ok {
+		return nil, fmt.Errorf("broker: mochi has no inline client")
+	}
+	b.inline = inline
+
+	b.auth = newAuthHook(log, b.metrics, newAccessPolicy(cfg.AllowAnonymous, cfg.Users))
+	b.auth.server = server
+	if err := server.AddHook(b.auth, nil); err != nil {
+		return nil, fmt.Errorf("broker: auth hook: %w", err)
+	}
+	if err := server.AddHook(newDropHook(log, b.metrics), nil); err != nil {
+		return nil, fmt.Errorf("broker: drop hook: %w", err)
+	}
+	if cfg.Persistence.Path != "" {
+		store, storeOpts, err := newStoreHook(cfg.Persistence, log)
+		if err != nil {
+			return nil, err
+		}
+		if err := server.AddHook(store, storeOpts); err != nil {
+			return nil, fmt.Errorf("broker.persistence.path: open %s: %w", cfg.Persistence.Path, err)
+		}
+		b.store = store
+	}
+	if opts.Registerer != nil {
+		if err := b.metrics.register(opts.Registerer, server.Info); err != nil {
+			_ = b.closeHooks()
+			return nil, fmt.Errorf("broker: metrics: %w", err)
+		}
+	}
+
+	defer func() {
+		if err != nil {
+			for _, l := range b.listeners {
+				l.Close(func(string) {})
+			}
+			_ = b.closeHooks()
+		}
+	}()
+	for _, lc := range cfg.Listeners {
+		l, err := listen(lc)
+		if err != nil {
+			return nil, err
+		}
+		b.listeners[lc.Name] = l
+		if err := server.AddListener(l); err != nil {
+			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+		}
+	}
+	return b, nil
+}
+
+// Start loads persisted state and starts serving every listener. It returns
+// once the broker accepts connections.
+func (b *Broker) Start() error {
+	if err := b.server.Serve(); err != nil {
+		return fmt.Errorf("broker: start: %w", err)
+	}
+	b.started.Store(true)
+	for _, name := range b.ListenerNames() {
+		l := b.listeners[name]
+		b.log.Info().Str("listener", name).Str("protocol", l.Protocol()).Str("address", l.Address()).Msg("MQTT listener up")
+	}
+	return nil
+}
+
+// Ready reports whether the broker is serving.
+func (b *Broker) Ready() bool { return b.started.Load() && !b.closed.Load() }
+
+// ListenerNames lists the configured listeners in name order.
+func (b *Broker) ListenerNames() []string {
+	names := make([]string, 0, len(b.listeners))
+	for name := range b.listeners {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Addr returns the bound address of the named listener, or "" if there is none.
+func (b *Broker) Addr(name string) string {
+	if l, ok := b.listeners[name]; ok {
+		return l.Address()
+	}
+	return ""
+}
+
+// AddHook adds a mochi hook, such as the router's; call it before Start.
+func (b *Broker) AddHook(hook mqtt.Hook) error {
+	if err := b.server.AddHook(hook, nil); err != nil {
+		return fmt.Errorf("broker: hook %s: %w", hook.ID(), err)
+	}
+	return nil
+}
+
+// Disconnect ends a client's connection, with a reason code for MQTT 5.
+func (b *Broker) Disconnect(cl *mqtt.Client, code packets.Code) error {
+	return b.server.DisconnectClient(cl, code)
+}
+
+// SetUsers replaces the accounts and ACLs without dropping connections.
+// Clients already connected keep their connection; their ACL checks use the
+// new accounts from the next packet on.
+func (b *Broker) SetUsers(allowAnonymous bool, users []User) {
+	b.auth.setUsers(allowAnonymous, users)
+}
+
+// Publish publishes through the inline client. mochi hands each message to
+// every matching subscriber's queue before InjectPacket returns, so a nil error
+// means the broker has the message. Topics are checked here because mochi
+// skips validation for its inline client.
+func (b *Broker) Publish(ctx context.Context, msgs ...bus.Message) error {
+	for i := range msgs {
+		m := &msgs[i]
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("publish %s: %w", m.Topic, err)
+		}
+		if !b.Ready() {
+			return fmt.Errorf("publish %s: broker is not running: %w", m.Topic, bus.ErrUnavailable)
+		}
+		if err := topics.ValidName(m.Topic); err != nil {
+			return fmt.Errorf("publish %q: %w: %w", m.Topic, bus.ErrInvalid, err)
+		}
+		qos := m.QoS
+		if qos > 2 {
+			return fmt.Errorf("publish %s: QoS %d: %w", m.Topic, qos, bus.ErrInvalid)
+		}
+		pk := packets.Packet{
+			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: m.Retain},
+			TopicName:   m.Topic,
+			Payload:     m.Payload,
+			// mochi checks that QoS > 0 packets carry an id; the inline
+			// client never receives acks, so any non-zero id will do.
+			PacketID: uint16(qos),
+		}
+		if len(m.Headers) > 0 {
+			pk.Properties.User = userProperties(m.Headers)
+		}
+		if err := b.server.InjectPacket(b.inline, pk); err != nil {
+			return fmt.Errorf("publish %s: %w: %w", m.Topic, bus.ErrUnavailable, err)
+		}
+	}
+	return nil
+}
+
+// userProperties turns headers into MQTT v5 user properties in key order, so
+// subscribers see a stable order.
+func userProperties(headers map[string]string) []packets.UserProperty {
+	props := make([]packets.UserProperty, 0, len(headers))
+	for k, v := range headers {
+		props = append(props, packets.UserProperty{Key: k, Val: v})
+	}
+	sort.Slice(props, func(i, j int) bool { return props[i].Key < props[j].Key })
+	return props
+}
+
+// Close disconnects every client, closes the listeners and the store. It is
+// idempotent, and safe to call without Start.
+func (b *Broker) Close() error {
+	b.closeOnce.Do(func() {
+		b.closed.Store(true)
+		if b.started.Load() {
+			b.closeErr = b.server.Close() // closes listeners, clients and hooks
+			return
+		}
+		for _, l := range b.listeners {
+			l.Close(func(string) {})
+		}
+		b.closeErr = b.closeHooks()
+	})
+	return b.closeErr
+}
+
+func (b *Broker) closeHooks() error {
+	if b.store != nil && b.store.Hook != nil {
+		return b.store.Stop()
+	}
+	return nil
+}

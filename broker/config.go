@@ -1,0 +1,270 @@
+package broker
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Listener types.
+const (
+	ListenerTCP       = "tcp"
+	ListenerWebSocket = "websocket"
+)
+
+// Broker modes.
+const (
+	ModeEmbedded = "embedded"
+	ModeExternal = "external"
+)
+
+// Config is the `broker:` section, shared by the bridge and cmd/broker.
+type Config struct {
+	// Mode is embedded (the default: mochi in the bridge's process) or
+	// external (the bridge publishes to, and routes from, another broker
+	// such as mosquitto or EMQX; the settings below then do not apply).
+	Mode string `yaml:"mode"`
+	// External is the external broker, for mode external.
+	External *External `yaml:"external"`
+	// Listeners are the network listeners. Absent means the defaults (MQTT on
+	// :1883, MQTT over WebSocket on :8083); an empty list means none, which
+	// leaves only the bridge's own inline client.
+	Listeners []ListenerConfig `yaml:"listeners"`
+	// AllowAnonymous lets clients without credentials connect, read-only.
+	AllowAnonymous bool `yaml:"allow_anonymous"`
+	// Users may publish inside their ACLs.
+	Users []User `yaml:"users"`
+	// UsersFile is a YAML file with a `users:` list of the same shape, merged with Users.
+	UsersFile string `yaml:"users_file"`
+	// Persistence keeps retained messages (and optionally sessions) across restarts.
+	Persistence Persistence `yaml:"persistence"`
+	// MaxQueuedMessages bounds each subscriber's outbound queue. When a
+	// subscriber is too slow and its queue is full, further messages to it are
+	// dropped and counted (firehose_broker_messages_dropped_total).
+	MaxQueuedMessages int `yaml:"max_queued_messages"`
+	// MaxInflight bounds unacknowledged QoS 1/2 messages per client.
+	MaxInflight int `yaml:"max_inflight"`
+	// MaxPacketSize limits the size of an MQTT packet a client may send, in bytes; 0 means no limit.
+	MaxPacketSize int `yaml:"max_packet_size"`
+	// SysInterval is how often $SYS topics are refreshed.
+	SysInterval time.Duration `yaml:"sys_interval"`
+	// MaxMessageExpiry forcibly expires retained and queued messages older
+	// than this; 0 keeps them until replaced, as mosquitto does. (mochi's own
+	// default of 24h would silently delete every node's retained status a day
+	// after its last run.) MQTT 5 publishers can still set their own expiry.
+	MaxMessageExpiry time.Duration `yaml:"max_message_expiry"`
+	// MaxSessionExpiry bounds how long the broker keeps the session (and
+	// queued QoS 1 messages) of a disconnected client that asked to keep it.
+	MaxSessionExpiry time.Duration `yaml:"max_session_expiry"`
+}
+
+// ListenerConfig is one network listener.
+type ListenerConfig struct {
+	// Name identifies the listener in logs and metrics; it defaults to the type and port.
+	Name string `yaml:"name"`
+	// Type is "tcp" (MQTT) or "websocket" (MQTT over WebSocket, any path).
+	Type string `yaml:"type"`
+	// Address is host:port; ":1883" listens on every interface.
+	Address string `yaml:"address"`
+	// TLS, when set, serves MQTT over TLS (mqtts://) or WebSocket over TLS (wss://).
+	TLS *tlsconfig.Files `yaml:"tls"`
+}
+
+// User is an account that may publish.
+type User struct {
+	Username string `yaml:"username"`
+	// PasswordHash is a bcrypt hash ($2a$, $2b$ or $2y$), as printed by
+	// `bridge passwd` or `htpasswd -nB`. Plain-text passwords are never stored.
+	PasswordHash string `yaml:"password_hash" secret:"true"`
+	// Publish lists the topic filters this user may publish to. Empty means none.
+	Publish []string `yaml:"publish"`
+	// Subscribe lists the topic filters this user may subscribe to. Absent
+	// means everything, as for anonymous clients.
+	Subscribe []string `yaml:"subscribe"`
+}
+
+// External is the connection to an external broker.
+type External struct {
+	// URL is tcp://, ssl://, ws:// or wss://host:port.
+	URL string `yaml:"url"`
+	// ClientID is this bridge's own, stable across restarts and unique among
+	// bridges; "-pub" and "-router" are appended for its two connections.
+	ClientID string            `yaml:"client_id"`
+	Username string            `yaml:"username"`
+	Password string            `yaml:"password" secret:"true"`
+	TLS      *tlsconfig.Client `yaml:"tls"`
+	// ShareGroup names the shared subscription ($share/<group>/<filter>)
+	// through which N bridges route each message once.
+	ShareGroup string `yaml:"share_group"`
+	// MaxReconnectInterval bounds the back-off between reconnects.
+	MaxReconnectInterval time.Duration `yaml:"max_reconnect_interval"`
+	// ConfirmTimeout bounds the wait for the broker's PUBACK.
+	ConfirmTimeout time.Duration `yaml:"confirm_timeout"`
+}
+
+// SetDefaults gives the external broker its defaults.
+func (e *External) SetDefaults() {
+	host, _ := os.Hostname()
+	e.ClientID = "firehose-" + host
+	e.ShareGroup = "firehose"
+	e.MaxReconnectInterval = 30 * time.Second
+	e.ConfirmTimeout = 5 * time.Second
+}
+
+// Validate checks the external broker settings.
+func (e *External) Validate() error {
+	var p strictyaml.Problems
+	if e.URL == "" {
+		p.Add("url", "required, e.g. tcp://mosquitto:1883")
+	}
+	if e.ClientID == "" {
+		p.Add("client_id", "required")
+	}
+	if e.ShareGroup == "" || strings.ContainsAny(e.ShareGroup, "/+#") {
+		p.Add("share_group", "%q: must be non-empty, without '/', '+' or '#'", e.ShareGroup)
+	}
+	if e.ConfirmTimeout <= 0 {
+		p.Add("confirm_timeout", "must be positive")
+	}
+	return p.Err()
+}
+
+// Persistence configures on-disk state.
+type Persistence struct {
+	// Path is a directory for the store (pebble). Empty disables persistence.
+	Path string `yaml:"path"`
+	// Sessions also persists client sessions, subscriptions and in-flight QoS
+	// messages, so persistent sessions survive a restart. It costs a write per
+	// QoS 1 delivery, so it is off by default; retained messages are always kept.
+	Sessions bool `yaml:"sessions"`
+}
+
+// DefaultConfig returns the broker's built-in defaults.
+func DefaultConfig() Config {
+	return Config{
+		Listeners: []ListenerConfig{
+			{Name: "mqtt", Type: ListenerTCP, Address: ":1883"},
+			{Name: "ws", Type: ListenerWebSocket, Address: ":8083"},
+		},
+		Mode:              ModeEmbedded,
+		AllowAnonymous:    true,
+		MaxQueuedMessages: 8192,
+		MaxInflight:       8192,
+		SysInterval:       10 * time.Second,
+		MaxSessionExpiry:  24 * time.Hour,
+	}
+}
+
+// SetDefaults gives a listener listed in the config its default type.
+func (l *ListenerConfig) SetDefaults() {
+	l.Type = ListenerTCP
+}
+
+// Validate checks one listener.
+func (l *ListenerConfig) Validate() error {
+	var p strictyaml.Problems
+	if l.Type != ListenerTCP && l.Type != ListenerWebSocket {
+		p.Add("type", "%q is not a listener type; use tcp or websocket", l.Type)
+	}
+	if _, _, err := net.SplitHostPort(l.Address); err != nil {
+		p.Add("address", "%q is not host:port (for example :1883 or 127.0.0.1:1883)", l.Address)
+	}
+	return p.Err()
+}
+
+// Validate checks one user.
+func (u *User) Validate() error {
+	var p strictyaml.Problems
+	if u.Username == "" {
+		p.Add("username", "required")
+	}
+	if u.PasswordHash == "" {
+		p.Add("password_hash", "required; make one with `bridge passwd`")
+	} else if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
+		p.Add("password_hash", "not a bcrypt hash (%v); make one with `bridge passwd`", err)
+	}
+	for i, f := range u.Publish {
+		if err := topics.ValidFilter(f); err != nil {
+			p.Add(fmt.Sprintf("publish[%d]", i), "%v", err)
+		}
+	}
+	for i, f := range u.Subscribe {
+		if err := topics.ValidFilter(f); err != nil {
+			p.Add(fmt.Sprintf("subscribe[%d]", i), "%v", err)
+		}
+	}
+	return p.Err()
+}
+
+// Validate checks the whole section. Listener names get their defaults here,
+// because they derive from the address.
+func (c *Config) Validate() error {
+	var p strictyaml.Problems
+	switch c.Mode {
+	case ModeEmbedded:
+	case ModeExternal:
+		if c.External == nil {
+			p.Add("external", "required when mode is external")
+		}
+	default:
+		p.Add("mode", "%q: use embedded or external", c.Mode)
+	}
+	names := map[string]int{}
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if l.Name == "" {
+			l.Name = defaultListenerName(*l)
+		}
+		if j, dup := names[l.Name]; dup {
+			p.Add(fmt.Sprintf("listeners[%d].name", i), "%q is already used by listeners[%d]; give each listener its own name", l.Name, j)
+		}
+		names[l.Name] = i
+	}
+	seen := map[string]int{}
+	for i, u := range c.Users {
+		if j, dup := seen[u.Username]; dup && u.Username != "" {
+			p.Add(fmt.Sprintf("users[%d].username", i), "%q is already defined by users[%d]", u.Username, j)
+		}
+		seen[u.Username] = i
+	}
+	if c.MaxQueuedMessages < 1 {
+		p.Add("max_queued_messages", "must be at least 1")
+	}
+	if c.MaxInflight < 1 || c.MaxInflight > 65535 {
+		p.Add("max_inflight", "must be between 1 and 65535")
+	}
+	if c.MaxPacketSize < 0 {
+		p.Add("max_packet_size", "must not be negative")
+	}
+	if c.SysInterval < time.Second {
+		p.Add("sys_interval", "must be at least 1s")
+	}
+	if c.MaxMessageExpiry < 0 {
+		p.Add("max_message_expiry", "must not be negative; use 0 for no expiry")
+	}
+	if c.MaxSessionExpiry < 0 || c.MaxSessionExpiry.Seconds() > math.MaxUint32 {
+		p.Add("max_session_expiry", "must be between 0 and 136 years")
+	}
+	return p.Err()
+}
+
+func defaultListenerName(l ListenerConfig) string {
+	_, port, _ := net.SplitHostPort(l.Address)
+	name := l.Type
+	if l.Type == ListenerWebSocket {
+		name = "ws"
+	}
+	if l.TLS != nil {
+		name += "s"
+	}
+	return name + "-" + strings.TrimPrefix(port, ":")
+}

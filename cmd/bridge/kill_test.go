@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/opsfirehose/firehose/internal/testkit"
+	"github.com/opsfirehose/firehose/internal/testnats"
+)
+
+// TestKilledBridgeLosesNothingFromItsOutbox: with NATS down, MQTT publishers
+// get their PUBACKs once messages are in the outbox; the bridge is killed
+// with SIGKILL, NATS comes back, the bridge restarts, and every message
+// reaches the stream.
+func TestKilledBridgeLosesNothingFromItsOutbox(t *testing.T) {
+	bin := testkit.BuildBinary(t, "./cmd/bridge")
+	srv := testnats.Start(t)
+	mqttAddr, httpAddr := testkit.FreePort(t), testkit.FreePort(t)
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+log: {level: debug, format: json}
+data_dir: %s
+http: {address: "%s"}
+broker:
+  listeners: [{name: mqtt, address: "%s"}]
+  users: [{username: pub, password_hash: "%s", publish: ["#"]}]
+sinks:
+  js:
+    type: jetstream
+    urls: [%s]
+    confirm_timeout: 1s
+    stream: {name: FIREHOSE, create: true, subjects: ["firehose.>"]}
+routes:
+  - {name: all, filters: ["#"], sink: js}
+`, filepath.Join(dir, "data"), httpAddr, mqttAddr, hash, srv.URL())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func() *testkit.Process {
+		p := testkit.Start(t, "", bin, "--config", cfg)
+		testkit.WaitHTTP(t, p, "http://"+httpAddr+"/healthz")
+		return p
+	}
+	p := start()
+	testkit.WaitHTTP(t, p, "http://"+httpAddr+"/readyz") // the stream exists
+	srv.Stop()
+
+	const n = 500
+	pub := testkit.Connect(t, "tcp://"+mqttAddr, testkit.ClientOptions{Username: "pub", Password: "pw"})
+	for i := 0; i < n; i++ {
+		if err := pub.Publish(fmt.Sprintf("events/%d", i), 1, false, fmt.Sprint(i)); err != nil {
+			t.Fatalf("publish %d: %v\n%s", i, err, p.Output())
+		}
+	}
+	pub.Disconnect(0)
+	p.Kill()
+
+	srv.Restart()
+	start()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st, err := js.Stream(context.Background(), "FIREHOSE"); err == nil {
+			if info, err := st.Info(context.Background()); err == nil && info.State.Msgs >= n {
+				if info.State.Msgs != n {
+					t.Fatalf("stream holds %d messages, want %d", info.State.Msgs, n)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the outbox was not replayed after the restart")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the stream
+	}
+}

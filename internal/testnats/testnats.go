@@ -1,0 +1,148 @@
+// Package testnats runs real nats-server instances in-process for tests:
+// one server with JetStream, restartable on the same port and store, or a
+// three-node JetStream cluster. It is imported only by tests.
+package testnats
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Server is one nats-server that can be stopped and started again on the
+// same port with the same JetStream store.
+type Server struct {
+	t    testing.TB
+	opts server.Options
+	srv  *server.Server
+}
+
+// Start runs a server with JetStream (file store in a temporary directory) on
+// a free loopback port, and shuts it down when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, opts: server.Options{
+		Host:      "127.0.0.1",
+		Port:      freePort(t),
+		JetStream: true,
+		StoreDir:  t.TempDir(),
+		NoLog:     true,
+		NoSigs:    true,
+	}}
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// URL is the client URL, stable across restarts.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.opts.Port) }
+
+// Stop shuts the server down (idempotent), as a crash of NATS would look to clients.
+func (s *Server) Stop() {
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+		s.srv = nil
+	}
+}
+
+// Restart starts the server again (or for the first time) and waits until it
+// accepts connections.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	opts := s.opts
+	srv, err := server.NewServer(&opts)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		s.t.Fatal("nats-server did not become ready")
+	}
+	s.srv = srv
+}
+
+// Cluster is three JetStream servers routed together.
+type Cluster struct {
+	Servers []*Server
+}
+
+// StartCluster runs a three-node JetStream cluster and waits until it has a
+// meta leader.
+func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	clusterPorts := []int{freePort(t), freePort(t), freePort(t)}
+	var routes []*url.URL
+	for _, p := range clusterPorts {
+		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	c := &Cluster{}
+	for i, p := range clusterPorts {
+		s := &Server{t: t, opts: server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1),
+			Host:       "127.0.0.1",
+			Port:       freePort(t),
+			JetStream:  true,
+			StoreDir:   t.TempDir(),
+			NoLog:      true,
+			NoSigs:     true,
+			Cluster:    server.ClusterOpts{Name: "firehose-test", Host: "127.0.0.1", Port: p},
+			Routes:     routes,
+		}}
+		opts := s.opts
+		srv, err := server.NewServer(&opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Start()
+		s.srv = srv
+		c.Servers = append(c.Servers, s)
+		t.Cleanup(s.Stop)
+	}
+	for _, s := range c.Servers {
+		if !s.srv.ReadyForConnections(10 * time.Second) {
+			t.Fatal("cluster node did not become ready")
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !c.hasMetaLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("JetStream cluster elected no meta leader")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the cluster's election
+	}
+	return c
+}
+
+func (c *Cluster) hasMetaLeader() bool {
+	for _, s := range c.Servers {
+		if s.srv != nil && s.srv.JetStreamIsLeader() {
+			return true
+		}
+	}
+	return false
+}
+
+// URLs are every node's client URL.
+func (c *Cluster) URLs() []string {
+	var urls []string
+	for _, s := range c.Servers {
+		urls = append(urls, s.URL())
+	}
+	return urls
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,92 @@
+package router
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	messages    *prometheus.CounterVec
+	replayed    *prometheus.CounterVec
+	mqttRefused prometheus.Counter
+}
+
+type routeMetrics struct {
+	delivered, outboxed, replayed, dropped, rejected, refused prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_route_messages_total",
+			Help: "Messages per route by result: delivered (confirmed by the sink), outboxed (kept for replay), " +
+				"dropped (optional route, sink unable), rejected (the sink can never take them), refused (outbox full; the sender was told to retry).",
+		}, []string{"route", "result"}),
+		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_outbox_replayed_total",
+			Help: "Messages delivered from a route's outbox after its sink came back.",
+		}, []string{"route"}),
+		mqttRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "firehose_mqtt_publishes_refused_total",
+			Help: "MQTT publishes refused because a required route could not make them safe (the client is told to resend).",
+		}),
+	}
+}
+
+func (m *metrics) forRoute(name string) routeMetrics {
+	return routeMetrics{
+		delivered: m.messages.WithLabelValues(name, "delivered"),
+		outboxed:  m.messages.WithLabelValues(name, "outboxed"),
+		dropped:   m.messages.WithLabelValues(name, "dropped"),
+		rejected:  m.messages.WithLabelValues(name, "rejected"),
+		refused:   m.messages.WithLabelValues(name, "refused"),
+		replayed:  m.replayed.WithLabelValues(name),
+	}
+}
+
+func (m *metrics) register(reg prometheus.Registerer, r *Router) error {
+	for _, c := range []prometheus.Collector{m.messages, m.replayed, m.mqttRefused, &outboxCollector{r: r}} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	outboxMessagesDesc = prometheus.NewDesc("firehose_outbox_messages", "Messages waiting in a route's outbox.", []string{"route"}, nil)
+	outboxBytesDesc    = prometheus.NewDesc("firehose_outbox_bytes", "Bytes waiting in a route's outbox.", []string{"route"}, nil)
+	outboxAgeDesc      = prometheus.NewDesc("firehose_outbox_oldest_age_seconds", "Age of the oldest message in a route's outbox; 0 when empty.", []string{"route"}, nil)
+	sinkUpDesc         = prometheus.NewDesc("firehose_sink_up", "1 when the sink is connected and confirming.", []string{"sink"}, nil)
+)
+
+// outboxCollector reads the outboxes at scrape time.
+type outboxCollector struct{ r *Router }
+
+func (c *outboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- outboxMessagesDesc
+	ch <- outboxBytesDesc
+	ch <- outboxAgeDesc
+	ch <- sinkUpDesc
+}
+
+func (c *outboxCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.r.now()
+	sinksSeen := map[string]bool{}
+	for _, rt := range c.r.routes {
+		if !sinksSeen[rt.sink.Name()] {
+			sinksSeen[rt.sink.Name()] = true
+			up := 0.0
+			if rt.sink.Ready() {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(sinkUpDesc, prometheus.GaugeValue, up, rt.sink.Name())
+		}
+		if rt.outbox == nil {
+			continue
+		}
+		s := rt.outbox.Stats(now)
+		ch <- prometheus.MustNewConstMetric(outboxMessagesDesc, prometheus.GaugeValue, float64(s.Messages), rt.cfg.Name)
+		ch <- prometheus.MustNewConstMetric(outboxBytesDesc, prometheus.GaugeValue, float64(s.Bytes), rt.cfg.Name)
+		ch <- prometheus.MustNewConstMetric(outboxAgeDesc, prometheus.GaugeValue, s.OldestAge.Seconds(), rt.cfg.Name)
+	}
+}

@@ -1,0 +1,375 @@
+// Package router fans messages out to sinks along configured routes. It sits
+// in the publish path: a message is routed before its sender is told it is
+// safe (an HTTP 2xx, an MQTT PUBACK). For each required route the message is
+// confirmed by the sink or kept in the route's disk outbox, from which a
+// replayer delivers it, in order, once the sink is back.
+//
+// The router must not publish on the MQTT bus itself, and must not know the
+// sources of messages.
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/outbox"
+	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Options carries what the router needs besides its routes.
+type Options struct {
+	// DataDir holds the outboxes, one directory per required route.
+	DataDir string
+	Logger  zerolog.Logger
+	// Registerer receives the routing and outbox metrics; nil means none.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Router is safe for concurrent use.
+type Router struct {
+	routes  []*route
+	log     zerolog.Logger
+	now     func() time.Time
+	metrics *metrics
+	where   bool // some route has a `where`
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+}
+
+type route struct {
+	cfg     Config
+	sink    sinks.Sink
+	isNATS  bool
+	conds   []condition
+	outbox  *outbox.Outbox     // required routes
+	queue   chan []bus.Message // optional routes
+	wake    chan struct{}
+	log     zerolog.Logger
+	metrics routeMetrics
+}
+
+// New opens every required route's outbox and prepares the routes; Start
+// begins replaying. sinkSet maps sink names to sinks; kinds says which sinks
+// take NATS subjects.
+func New(cfgs []Config, sinkSet map[string]sinks.Sink, natsSinks map[string]bool, opts Options) (_ *Router, err error) {
+	r := &Router{log: opts.Logger.With().Str("component", "router").Logger(), now: opts.Now, metrics: newMetrics()}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			r.closeOutboxes()
+		}
+	}()
+	for _, c := range cfgs {
+		s, ok := sinkSet[c.Sink]
+		if !ok {
+			return nil, fmt.Errorf("route %s: no sink named %q", c.Name, c.Sink)
+		}
+		rt := &route{
+			cfg:    c,
+			sink:   s,
+			isNATS: natsSinks[c.Sink],
+			conds:  newConditions(c.Where),
+			wake:   make(chan struct{}, 1),
+			log:    r.log.With().Str("route", c.Name).Str("sink", c.Sink).Logger(),
+		}
+		rt.metrics = r.metrics.forRoute(c.Name)
+		if len(rt.conds) > 0 {
+			r.where = true
+		}
+		if c.Required {
+			dir := filepath.Join(opts.DataDir, "outbox", c.Name)
+			if rt.outbox, err = outbox.Open(dir, int64(c.OutboxMaxBytes), rt.log); err != nil {
+				return nil, fmt.Errorf("route %s: %w", c.Name, err)
+			}
+			if n := rt.outbox.Len(); n > 0 {
+				rt.log.Info().Int("messages", n).Msg("outbox holds messages from before the restart; replaying them once the sink is up")
+			}
+		} else {
+			rt.queue = make(chan []bus.Message, c.QueueSize)
+		}
+		r.routes = append(r.routes, rt)
+	}
+	if opts.Registerer != nil {
+		if err := r.metrics.register(opts.Registerer, r); err != nil {
+			return nil, fmt.Errorf("router metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Start runs one replayer per required route and one sender per optional route.
+func (r *Router) Start() {
+	for _, rt := range r.routes {
+		r.wg.Add(1)
+		if rt.outbox != nil {
+			go func() { defer r.wg.Done(); r.replay(rt) }()
+		} else {
+			go func() { defer r.wg.Done(); r.sendOptional(rt) }()
+		}
+	}
+}
+
+// Route delivers msgs along every matching route. It returns nil once each
+// message is confirmed by the sink of every matching required route, or
+// stored in that route's outbox; optional routes only queue. An error wraps
+// bus.ErrUnavailable when an outbox is full or cannot be written: the sender
+// should retry later.
+func (r *Router) Route(ctx context.Context, msgs ...bus.Message) error {
+	if len(r.routes) == 0 {
+		return nil
+	}
+	batches := r.match(msgs)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for i, rt := range r.routes {
+		batch := batches[i]
+		if len(batch) == 0 {
+			continue
+		}
+		if rt.outbox == nil {
+			r.enqueueOptional(rt, batch)
+			continue
+		}
+		// Routes deliver in parallel, so one slow sink does not add to another's latency.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.deliverRequired(ctx, rt, batch); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// match maps msgs onto each route: the messages it takes, addressed for its sink.
+func (r *Router) match(msgs []bus.Message) [][]bus.Message {
+	batches := make([][]bus.Message, len(r.routes))
+	var fields []payloadFields
+	if r.where {
+		fields = make([]payloadFields, len(msgs))
+	}
+	for i, rt := range r.routes {
+		for j := range msgs {
+			m := &msgs[j]
+			if !rt.matchesTopic(m.Topic) {
+				continue
+			}
+			if len(rt.conds) > 0 && !matches(rt.conds, m.Payload, &fields[j]) {
+				continue
+			}
+			out, err := rt.address(*m)
+			if err != nil {
+				rt.metrics.rejected.Inc()
+				rt.log.Error().Err(err).Str("topic", m.Topic).Msg("message cannot be addressed for this sink; dropped for this route")
+				continue
+			}
+			batches[i] = append(batches[i], out)
+		}
+	}
+	return batches
+}
+
+func (rt *route) matchesTopic(topic string) bool {
+	for _, f := range rt.cfg.Filters {
+		if topics.Match(f, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// address applies the route's rewrite and, for NATS sinks, the subject mapping.
+func (rt *route) address(m bus.Message) (bus.Message, error) {
+	t := m.Topic
+	if rw := rt.cfg.Rewrite; rw != nil && (t == rw.From || strings.HasPrefix(t, rw.From+"/")) {
+		t = rw.To + t[len(rw.From):]
+	}
+	if rt.isNATS {
+		subject, err := topics.ToSubject(rt.cfg.SubjectPrefix, t)
+		if err != nil {
+			return m, err
+		}
+		t = subject
+	}
+	m.Topic = t
+	return m, nil
+}
+
+// deliverRequired publishes directly while the sink is healthy and nothing
+// waits in the outbox; otherwise, or when the sink does not confirm in time,
+// it stores the batch in the outbox. Keeping to the outbox while it holds
+// anything preserves the order of replay.
+func (r *Router) deliverRequired(ctx context.Context, rt *route, batch []bus.Message) error {
+	if rt.outbox.Len() == 0 && rt.sink.Ready() {
+		err := rt.sink.Publish(ctx, batch...)
+		if err == nil {
+			rt.metrics.delivered.Add(float64(len(batch)))
+			return nil
+		}
+		if errors.Is(err, bus.ErrInvalid) {
+			// No retry can deliver these; the outbox would only stall behind them.
+			rt.metrics.rejected.Add(float64(len(batch)))
+			rt.log.Error().Err(err).Int("messages", len(batch)).Msg("the sink refused messages for good; dropped for this route")
+			return nil
+		}
+		rt.log.Debug().Err(err).Msg("sink did not confirm; keeping the messages in the outbox")
+	}
+	// The outbox is written even if ctx is done: the sender may have given
+	// up, but a durable copy costs little and spares a duplicate later.
+	if err := rt.outbox.Append(batch, r.now()); err != nil {
+		rt.metrics.refused.Add(float64(len(batch)))
+		return fmt.Errorf("route %s: %w: %w", rt.cfg.Name, bus.ErrUnavailable, err)
+	}
+	rt.metrics.outboxed.Add(float64(len(batch)))
+	select {
+	case rt.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// replayBatch is how many outbox messages one sink publish carries.
+const replayBatch = 256
+
+// replay drains a required route's outbox into its sink, oldest first,
+// removing messages only once the sink confirmed them.
+func (r *Router) replay(rt *route) {
+	backoff := 100 * time.Millisecond
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-rt.wake:
+		case <-tick.C:
+		}
+		for rt.outbox.Len() > 0 && rt.sink.Ready() && r.ctx.Err() == nil {
+			entries, err := rt.outbox.Peek(replayBatch)
+			if err != nil && len(entries) == 0 {
+				rt.log.Error().Err(err).Msg("cannot read the outbox")
+				break
+			}
+			msgs := make([]bus.Message, len(entries))
+			for i, e := range entries {
+				msgs[i] = e.Msg
+			}
+			err = rt.sink.Publish(r.ctx, msgs...)
+			if err != nil && !errors.Is(err, bus.ErrInvalid) {
+				rt.log.Debug().Err(err).Msg("replay failed; retrying")
+				select {
+				case <-r.ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(backoff*2, 5*time.Second)
+				continue
+			}
+			if err != nil {
+				rt.metrics.rejected.Add(float64(len(entries)))
+				rt.log.Error().Err(err).Int("messages", len(entries)).Msg("the sink refused replayed messages for good; dropped")
+			} else {
+				rt.metrics.replayed.Add(float64(len(entries)))
+			}
+			backoff = 100 * time.Millisecond
+			if err := rt.outbox.Remove(entries); err != nil {
+				rt.log.Error().Err(err).Msg("cannot remove replayed messages from the outbox; they will be sent again")
+				break
+			}
+		}
+	}
+}
+
+func (r *Router) enqueueOptional(rt *route, batch []bus.Message) {
+	select {
+	case rt.queue <- batch:
+	default:
+		rt.metrics.dropped.Add(float64(len(batch)))
+	}
+}
+
+// sendOptional delivers an optional route's queue; what the sink cannot
+// take is dropped and counted, never retried.
+func (r *Router) sendOptional(rt *route) {
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case batch := <-rt.queue:
+			if !rt.sink.Ready() {
+				rt.metrics.dropped.Add(float64(len(batch)))
+				continue
+			}
+			if err := rt.sink.Publish(r.ctx, batch...); err != nil {
+				rt.metrics.dropped.Add(float64(len(batch)))
+				rt.log.Debug().Err(err).Msg("optional route dropped messages")
+				continue
+			}
+			rt.metrics.delivered.Add(float64(len(batch)))
+		}
+	}
+}
+
+// Ready reports, per required route whose sink is down, why it is not ready.
+// An empty map means every required sink is up.
+func (r *Router) Ready() map[string]string {
+	down := map[string]string{}
+	for _, rt := range r.routes {
+		if rt.outbox != nil && !rt.sink.Ready() {
+			down["route "+rt.cfg.Name] = "sink " + rt.sink.Name() + " is down; buffering in the outbox"
+		}
+	}
+	return down
+}
+
+// Close stops the replayers and closes the outboxes. Messages in the
+// outboxes stay on disk for the next start.
+func (r *Router) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		r.cancel()
+		done := make(chan struct{})
+		go func() { r.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		r.closeOutboxes()
+	})
+	return nil
+}
+
+func (r *Router) closeOutboxes() {
+	for _, rt := range r.routes {
+		if rt.outbox != nil {
+			if err := rt.outbox.Close(); err != nil {
+				rt.log.Error().Err(err).Msg("closing the outbox")
+			}
+		}
+	}
+}

@@ -1,0 +1,429 @@
+package router_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/testkit"
+	"github.com/opsfirehose/firehose/internal/testnats"
+	"github.com/opsfirehose/firehose/router"
+	"github.com/opsfirehose/firehose/sinks"
+)
+
+func sinkConfig(typ, url string) sinks.Config {
+	var c sinks.Config
+	c.SetDefaults()
+	c.Type, c.URLs, c.ConfirmTimeout = typ, []string{url}, 2*time.Second
+	if typ == sinks.TypeJetStream {
+		c.Stream = &sinks.StreamConfig{}
+		c.Stream.SetDefaults()
+		c.Stream.Name, c.Stream.Create, c.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
+	}
+	return c
+}
+
+func route(name, sink string, filters ...string) router.Config {
+	var c router.Config
+	c.SetDefaults()
+	c.Name, c.Sink, c.Filters = name, sink, filters
+	return c
+}
+
+type fixture struct {
+	router *router.Router
+	reg    *prometheus.Registry
+	sinks  map[string]sinks.Sink
+}
+
+func newRouter(t *testing.T, dataDir string, routes []router.Config, sinkCfgs map[string]sinks.Config) *fixture {
+	t.Helper()
+	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}}
+	natsSinks := map[string]bool{}
+	for name, c := range sinkCfgs {
+		s, err := sinks.NewNATS(name, c, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		f.sinks[name], natsSinks[name] = s, true
+	}
+	for i := range routes {
+		if err := routes[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := router.New(routes, f.sinks, natsSinks, router.Options{DataDir: dataDir, Logger: zerolog.Nop(), Registerer: f.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	f.router = r
+	return f
+}
+
+func waitReady(t *testing.T, s sinks.Sink) {
+	t.Helper()
+	deadline := time.Now().Add(testkit.Timeout)
+	for !s.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("sink %s not ready", s.Name())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the connection
+	}
+}
+
+func subscribe(t *testing.T, url, subject string) <-chan *nats.Msg {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ch := make(chan *nats.Msg, 100000)
+	if _, err := nc.ChanSubscribe(subject, ch); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func nextMsg(t *testing.T, ch <-chan *nats.Msg) *nats.Msg {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(testkit.Timeout):
+		t.Fatal("nothing arrived on NATS")
+		return nil
+	}
+}
+
+func msg(topic, payload string) bus.Message {
+	return bus.NewMessage("test", topic+"|"+payload, topic, []byte(payload), time.Now())
+}
+
+func TestFiltersWhereAndSubjectMapping(t *testing.T) {
+	srv := testnats.Start(t)
+	failures := route("failures", "core", "chef/+/+/run/failure")
+	failures.Where = map[string]any{"policy_group": []any{"prod", "staging"}, "attempt": 1}
+	tasks := route("tasks", "core", "ansible/playbook/+/task/#")
+	tasks.SubjectPrefix = "fh.dc1"
+	renamed := route("renamed", "core", "gerrit/#")
+	renamed.Rewrite = &router.Rewrite{From: "gerrit", To: "review/gerrit"}
+	f := newRouter(t, t.TempDir(), []router.Config{failures, tasks, renamed}, map[string]sinks.Config{"core": sinkConfig(sinks.TypeNATS, srv.URL())})
+	waitReady(t, f.sinks["core"])
+	got := subscribe(t, srv.URL(), ">")
+
+	in := []bus.Message{
+		msg("chef/acme/web1/run/failure", `{"policy_group":"prod","attempt":1}`),
+		msg("chef/acme/web2/run/failure", `{"policy_group":"dev","attempt":1}`),     // where: not in the list
+		msg("chef/acme/web3/run/failure", `{"policy_group":"staging","attempt":2}`), // where: wrong number
+		msg("chef/acme/web4/run/failure", `not json`),                               // where cannot hold
+		msg("chef/acme/web5/run/success", `{"policy_group":"prod","attempt":1}`),    // filter
+		msg("ansible/playbook/p1/task/web.example.com/OK", `{}`),
+		msg("ansible/playbook/p1/task/my host/FAILED", `{}`),
+		msg("ansible/playbook/p1/task/*/OK", `{}`),
+		msg("ansible/playbook/p1/task/>/OK", `{}`),
+		msg("ansible/playbook/p1/task/a%2Fb/OK", `{}`),
+		msg("gerrit/openstack/nova/comment-added", `{}`),
+	}
+	if err := f.router.Route(context.Background(), in...); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{
+		"firehose.chef.acme.web1.run.failure":                  true,
+		"fh.dc1.ansible.playbook.p1.task.web//example//com.OK": true,
+		"fh.dc1.ansible.playbook.p1.task.my%20host.FAILED":     true,
+		"fh.dc1.ansible.playbook.p1.task.%2A.OK":               true,
+		"fh.dc1.ansible.playbook.p1.task.%3E.OK":               true,
+		"fh.dc1.ansible.playbook.p1.task.a%2Fb.OK":             true,
+		"firehose.review.gerrit.openstack.nova.comment-added":  true,
+	}
+	for n := len(want); n > 0; n-- {
+		m := nextMsg(t, got)
+		if !want[m.Subject] {
+			t.Fatalf("unexpected subject %q", m.Subject)
+		}
+		delete(want, m.Subject)
+		if m.Header.Get(bus.HeaderMsgID) == "" || m.Header.Get(bus.HeaderSource) != "test" {
+			t.Errorf("%s: headers %v", m.Subject, m.Header)
+		}
+	}
+	// A marker routed after everything proves nothing else was sent.
+	if err := f.router.Route(context.Background(), msg("gerrit/end", "{}")); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextMsg(t, got); m.Subject != "firehose.review.gerrit.end" {
+		t.Fatalf("unexpected subject %q before the marker", m.Subject)
+	}
+	if v := metricValue(t, f.reg, "firehose_route_messages_total", "tasks", "delivered"); v != 5 {
+		t.Errorf("tasks delivered = %v, want 5", v)
+	}
+}
+
+func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
+	srv := testnats.Start(t)
+	dir := t.TempDir()
+	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, map[string]sinks.Config{"js": sinkConfig(sinks.TypeJetStream, srv.URL())})
+	waitReady(t, f.sinks["js"])
+	if err := f.router.Route(context.Background(), msg("a/b", "before")); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Stop()
+	for f.sinks["js"].Ready() {
+		time.Sleep(10 * time.Millisecond) // waiting for the client to notice
+	}
+	if down := f.router.Ready(); down["route all"] == "" {
+		t.Fatalf("Ready() = %v, want route all reported down", down)
+	}
+	start := time.Now()
+	for i := 0; i < 300; i++ {
+		if err := f.router.Route(context.Background(), msg("a/b", fmt.Sprint(i))); err != nil {
+			t.Fatalf("message %d refused during the outage: %v", i, err)
+		}
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("300 messages took %v to reach the outbox; a sink known to be down must not be waited for", took)
+	}
+	if v := gauge(t, f.reg, "firehose_outbox_messages", "all"); v != 300 {
+		t.Fatalf("outbox depth %v, want 300", v)
+	}
+
+	srv.Restart()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cons, err := js.OrderedConsumer(context.Background(), "FIREHOSE", jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{"before"}, func() []string {
+		var s []string
+		for i := 0; i < 300; i++ {
+			s = append(s, fmt.Sprint(i))
+		}
+		return s
+	}()...)
+	for i, w := range want {
+		m, err := cons.Next(jetstream.FetchMaxWait(testkit.Timeout))
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if string(m.Data()) != w {
+			t.Fatalf("message %d is %q, want %q: the replay is out of order", i, m.Data(), w)
+		}
+	}
+	deadline := time.Now().Add(testkit.Timeout)
+	for gauge(t, f.reg, "firehose_outbox_messages", "all") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("outbox never drained")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the replayer's progress
+	}
+	if v := metricValue(t, f.reg, "firehose_outbox_replayed_total", "all", ""); v != 300 {
+		t.Errorf("replayed = %v, want 300", v)
+	}
+}
+
+func TestFullOutboxRefusesWithUnavailable(t *testing.T) {
+	srv := testnats.Start(t)
+	r := route("all", "js", "#")
+	r.OutboxMaxBytes = bytesize.MiB
+	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinks.Config{"js": sinkConfig(sinks.TypeJetStream, srv.URL())})
+	waitReady(t, f.sinks["js"])
+	srv.Stop()
+	for f.sinks["js"].Ready() {
+		time.Sleep(10 * time.Millisecond) // waiting for the client to notice
+	}
+	big := strings.Repeat("x", 300<<10)
+	var err error
+	for i := 0; i < 10 && err == nil; i++ {
+		err = f.router.Route(context.Background(), msg("a/b", big))
+	}
+	if !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("err = %v, want bus.ErrUnavailable once the outbox is full", err)
+	}
+	if v := metricValue(t, f.reg, "firehose_route_messages_total", "all", "refused"); v != 1 {
+		t.Errorf("refused = %v, want 1", v)
+	}
+}
+
+func TestOptionalRouteDropsAndCounts(t *testing.T) {
+	srv := testnats.Start(t)
+	r := route("best-effort", "core", "#")
+	r.Required = false
+	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinks.Config{"core": sinkConfig(sinks.TypeNATS, srv.URL())})
+	waitReady(t, f.sinks["core"])
+	srv.Stop()
+	for f.sinks["core"].Ready() {
+		time.Sleep(10 * time.Millisecond) // waiting for the client to notice
+	}
+	for i := 0; i < 5; i++ {
+		if err := f.router.Route(context.Background(), msg("a/b", "x")); err != nil {
+			t.Fatalf("an optional route must never refuse: %v", err)
+		}
+	}
+	deadline := time.Now().Add(testkit.Timeout)
+	for metricValue(t, f.reg, "firehose_route_messages_total", "best-effort", "dropped") != 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("dropped messages were not counted")
+		}
+		time.Sleep(10 * time.Millisecond) // the optional sender is asynchronous
+	}
+}
+
+func TestOutboxSurvivesARestartOfTheRouter(t *testing.T) {
+	srv := testnats.Start(t)
+	dir := t.TempDir()
+	cfgs := map[string]sinks.Config{"js": sinkConfig(sinks.TypeJetStream, srv.URL())}
+	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs)
+	waitReady(t, f.sinks["js"])
+	srv.Stop()
+	for f.sinks["js"].Ready() {
+		time.Sleep(10 * time.Millisecond) // waiting for the client to notice
+	}
+	for i := 0; i < 10; i++ {
+		if err := f.router.Route(context.Background(), msg("a/b", fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = f.router.Close(context.Background())
+
+	srv.Restart()
+	g := newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs)
+	nc, _ := nats.Connect(srv.URL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	deadline := time.Now().Add(testkit.Timeout)
+	for {
+		st, err := js.Stream(context.Background(), "FIREHOSE")
+		if err == nil {
+			if info, err := st.Info(context.Background()); err == nil && info.State.Msgs == 10 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the outbox from before the restart was not replayed")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the stream
+	}
+	_ = g
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name, route string) float64 {
+	t.Helper()
+	return metricValue(t, reg, name, route, "")
+}
+
+func metricValue(t *testing.T, reg *prometheus.Registry, name, route, result string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "route" && l.GetValue() != route || l.GetName() == "result" && l.GetValue() != result {
+					continue metric
+				}
+			}
+			if m.Counter != nil {
+				return m.Counter.GetValue()
+			}
+			return m.Gauge.GetValue()
+		}
+	}
+	return 0
+}
+
+// TestJetStreamClusterNodeLoss routes into an R3 stream on a three-node
+// cluster and kills one node mid-run: nothing is lost, and the consumer sees
+// no duplicate.
+func TestJetStreamClusterNodeLoss(t *testing.T) {
+	cluster := testnats.StartCluster(t)
+	sc := sinkConfig(sinks.TypeJetStream, cluster.URLs()[0])
+	sc.URLs = cluster.URLs()
+	sc.ConfirmTimeout = 5 * time.Second
+	sc.Stream.Replicas = 3
+	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]sinks.Config{"js": sc})
+	waitReady(t, f.sinks["js"])
+
+	const n = 3000
+	errs := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; i++ {
+			if err := f.router.Route(context.Background(), bus.NewMessage("test", fmt.Sprint("m-", i), "a/b", []byte(fmt.Sprint(i)), time.Now())); err != nil {
+				errs <- err
+				return
+			}
+			if i == n/3 {
+				cluster.Servers[0].Stop()
+			}
+		}
+		errs <- nil
+	}()
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+
+	nc, err := nats.Connect(strings.Join(cluster.URLs()[1:], ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(context.Background(), "FIREHOSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != n {
+		t.Fatalf("the stream holds %d messages, want %d (outbox %v)", info.State.Msgs, n, gauge(t, f.reg, "firehose_outbox_messages", "all"))
+	}
+	cons, err := st.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Stop()
+	seen := map[string]bool{}
+	for len(seen) < n {
+		m, err := it.Next()
+		if err != nil {
+			t.Fatalf("%d of %d messages consumed: %v", len(seen), n, err)
+		}
+		if seen[string(m.Data())] {
+			t.Fatalf("message %s delivered twice", m.Data())
+		}
+		seen[string(m.Data())] = true
+	}
+}

@@ -1,0 +1,165 @@
+package sinks
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/tlsconfig"
+)
+
+// Sink types.
+const (
+	TypeNATS      = "nats"
+	TypeJetStream = "jetstream"
+	TypeMQTT      = "mqtt"
+)
+
+// Config is one entry of the `sinks:` map; the map key is the sink's name.
+type Config struct {
+	// Type is nats, jetstream or mqtt.
+	Type string `yaml:"type"`
+
+	// URLs of NATS servers (nats, jetstream): nats://host:4222, tls://host:4222.
+	URLs []string `yaml:"urls"`
+	// URL of the external MQTT broker (mqtt): tcp://, ssl://, ws:// or wss://.
+	URL string `yaml:"url"`
+
+	// ConnectionName identifies the bridge to NATS (nats, jetstream).
+	ConnectionName string `yaml:"connection_name"`
+	// Token, or Username and Password, or CredsFile (NATS) authenticate.
+	Token     string `yaml:"token" secret:"true"`
+	Username  string `yaml:"username"`
+	Password  string `yaml:"password" secret:"true"`
+	CredsFile string `yaml:"creds_file"`
+	// TLS for the connection out.
+	TLS *tlsconfig.Client `yaml:"tls"`
+
+	// Stream (jetstream) is the stream messages are stored in.
+	Stream *StreamConfig `yaml:"stream"`
+	// MaxPending (jetstream) bounds asynchronous publishes awaiting their ack.
+	MaxPending int `yaml:"max_pending"`
+
+	// ClientID (mqtt) is fixed, so the broker keeps the session across reconnects.
+	ClientID string `yaml:"client_id"`
+	// StoreDir (mqtt) keeps in-flight QoS 1 messages on disk across
+	// restarts; empty means <data_dir>/mqtt/<name>.
+	StoreDir string `yaml:"store_dir"`
+	// MaxReconnectInterval (mqtt) bounds the back-off between reconnects.
+	MaxReconnectInterval time.Duration `yaml:"max_reconnect_interval"`
+
+	// ConfirmTimeout bounds the wait for a confirmation; a message not
+	// confirmed in time goes to its route's outbox.
+	ConfirmTimeout time.Duration `yaml:"confirm_timeout"`
+}
+
+// StreamConfig describes a JetStream stream.
+type StreamConfig struct {
+	Name string `yaml:"name"`
+	// Create creates or updates the stream with these settings on connect.
+	Create bool `yaml:"create"`
+	// Subjects the stream captures, e.g. ["firehose.>"].
+	Subjects []string `yaml:"subjects"`
+	// Storage is file or memory.
+	Storage  string `yaml:"storage"`
+	Replicas int    `yaml:"replicas"`
+	// MaxAge drops messages older than this; 0 keeps them.
+	MaxAge time.Duration `yaml:"max_age"`
+	// DuplicateWindow is how long JetStream remembers Nats-Msg-Id for
+	// de-duplication. It must cover the longest outage the outbox rides out.
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+}
+
+// SetDefaults gives a sink in the config its defaults.
+func (c *Config) SetDefaults() {
+	c.ConnectionName = "firehose-bridge"
+	c.MaxPending = 4096
+	c.MaxReconnectInterval = 30 * time.Second
+	c.ConfirmTimeout = 5 * time.Second
+}
+
+// SetDefaults gives a stream its defaults.
+func (s *StreamConfig) SetDefaults() {
+	s.Storage = "file"
+	s.Replicas = 1
+	s.DuplicateWindow = 2 * time.Hour
+}
+
+// Validate checks one sink, refusing settings that do not apply to its type.
+func (c *Config) Validate() error {
+	var p strictyaml.Problems
+	isNATS := c.Type == TypeNATS || c.Type == TypeJetStream
+	switch {
+	case isNATS:
+		if len(c.URLs) == 0 {
+			p.Add("urls", "required for a %s sink, e.g. [nats://127.0.0.1:4222]", c.Type)
+		}
+		for i, u := range c.URLs {
+			if err := checkURL(u, "nats", "tls", "ws", "wss"); err != nil {
+				p.Add(fmt.Sprintf("urls[%d]", i), "%v", err)
+			}
+		}
+		notFor(&p, c.Type, "url", c.URL != "")
+		notFor(&p, c.Type, "client_id", c.ClientID != "")
+		notFor(&p, c.Type, "store_dir", c.StoreDir != "")
+		if c.Token != "" && (c.Username != "" || c.CredsFile != "") || c.Username != "" && c.CredsFile != "" {
+			p.Add("token", "use one of token, username/password or creds_file")
+		}
+	case c.Type == TypeMQTT:
+		if err := checkURL(c.URL, "tcp", "ssl", "tls", "mqtt", "mqtts", "ws", "wss"); err != nil {
+			p.Add("url", "%v", err)
+		}
+		if c.ClientID == "" {
+			p.Add("client_id", "required: a fixed client id lets the broker keep the session (and unacknowledged messages) across reconnects")
+		}
+		notFor(&p, c.Type, "urls", len(c.URLs) > 0)
+		notFor(&p, c.Type, "token", c.Token != "")
+		notFor(&p, c.Type, "creds_file", c.CredsFile != "")
+		notFor(&p, c.Type, "stream", c.Stream != nil)
+	default:
+		p.Add("type", "%q is not a sink type; use nats, jetstream or mqtt", c.Type)
+	}
+	if c.Type == TypeJetStream {
+		if c.Stream == nil || c.Stream.Name == "" {
+			p.Add("stream.name", "required for a jetstream sink")
+		} else if c.Stream.Create && len(c.Stream.Subjects) == 0 {
+			p.Add("stream.subjects", "required when stream.create is true, e.g. [\"firehose.>\"]")
+		}
+		if c.Stream != nil && c.Stream.Storage != "file" && c.Stream.Storage != "memory" {
+			p.Add("stream.storage", "%q: use file or memory", c.Stream.Storage)
+		}
+		if c.MaxPending < 1 {
+			p.Add("max_pending", "must be at least 1")
+		}
+	} else if c.Type == TypeNATS {
+		notFor(&p, c.Type, "stream", c.Stream != nil)
+	}
+	if c.Username == "" && c.Password != "" {
+		p.Add("password", "set username too")
+	}
+	if c.ConfirmTimeout <= 0 {
+		p.Add("confirm_timeout", "must be positive")
+	}
+	return p.Err()
+}
+
+func notFor(p *strictyaml.Problems, typ, key string, set bool) {
+	if set {
+		p.Add(key, "does not apply to a %s sink", typ)
+	}
+}
+
+func checkURL(raw string, schemes ...string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not a URL like %s://host:port", raw, schemes[0])
+	}
+	for _, s := range schemes {
+		if u.Scheme == s {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: scheme must be one of %s", raw, strings.Join(schemes, ", "))
+}

@@ -1,0 +1,113 @@
+package sinks
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+)
+
+// MQTT is a sink on an external MQTT broker (mosquitto, EMQX) through paho:
+// QoS 1, a fixed client id with CleanSession false and a file store, so a
+// message sent but not yet acknowledged survives a reconnect or a restart.
+// It is also the bridge's publisher in external broker mode.
+type MQTT struct {
+	name    string
+	client  paho.Client
+	log     zerolog.Logger
+	timeout time.Duration
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+var _ Sink = (*MQTT)(nil)
+
+// NewMQTT starts connecting in the background and keeps reconnecting, with the
+// back-off bounded by max_reconnect_interval. dataDir holds the file store
+// unless store_dir is set.
+func NewMQTT(name string, cfg Config, dataDir string, log zerolog.Logger) (*MQTT, error) {
+	s := &MQTT{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout}
+	storeDir := cfg.StoreDir
+	if storeDir == "" {
+		storeDir = filepath.Join(dataDir, "mqtt", name)
+	}
+	opts := paho.NewClientOptions().
+		AddBroker(cfg.URL).
+		SetClientID(cfg.ClientID).
+		SetCleanSession(false).
+		SetStore(paho.NewFileStore(storeDir)).
+		SetAutoReconnect(true).
+		SetConnectRetry(true).
+		SetConnectRetryInterval(time.Second).
+		SetMaxReconnectInterval(cfg.MaxReconnectInterval).
+		SetKeepAlive(30 * time.Second).
+		SetUsername(cfg.Username).
+		SetPassword(cfg.Password).
+		SetOnConnectHandler(func(paho.Client) { s.log.Info().Str("url", cfg.URL).Msg("MQTT sink connected") }).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			s.log.Warn().Err(err).Msg("MQTT sink disconnected; messages for required routes go to the outbox")
+		})
+	if cfg.TLS != nil {
+		tlsCfg, err := cfg.TLS.Config()
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: tls: %w", name, err)
+		}
+		opts.SetTLSConfig(tlsCfg)
+	}
+	s.client = paho.NewClient(opts)
+	s.client.Connect() // with ConnectRetry, this keeps trying in the background
+	return s, nil
+}
+
+// Name is the sink's configured name.
+func (s *MQTT) Name() string { return s.name }
+
+// Ready reports whether the connection is up.
+func (s *MQTT) Ready() bool { return !s.closed.Load() && s.client.IsConnectionOpen() }
+
+// Publish publishes every message at QoS 1 and waits for the PUBACKs.
+func (s *MQTT) Publish(ctx context.Context, msgs ...bus.Message) error {
+	if !s.Ready() {
+		return fmt.Errorf("sink %s: not connected: %w", s.name, bus.ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	tokens := make([]paho.Token, len(msgs))
+	for i := range msgs {
+		tokens[i] = s.client.Publish(msgs[i].Topic, 1, msgs[i].Retain, msgs[i].Payload)
+	}
+	for i, tok := range tokens {
+		select {
+		case <-tok.Done():
+			if err := tok.Error(); err != nil {
+				return fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, bus.ErrUnavailable, err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("sink %s: waiting for PUBACK: %w: %w", s.name, bus.ErrUnavailable, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Close disconnects, giving in-flight publishes until ctx is done.
+func (s *MQTT) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		quiesce := uint(250)
+		if dl, ok := ctx.Deadline(); ok {
+			if d := time.Until(dl); d > 0 && d < time.Second {
+				quiesce = uint(d / time.Millisecond)
+			}
+		}
+		s.client.Disconnect(quiesce)
+	})
+	return nil
+}

@@ -1,0 +1,255 @@
+package sinks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+)
+
+// NATS is a NATS core or JetStream sink. Core publishes are confirmed by a
+// flush round trip (the server has processed them); JetStream publishes by
+// the stream's ack, sent asynchronously with a bounded window so that many
+// messages are in flight at once, and de-duplicated by Nats-Msg-Id.
+type NATS struct {
+	name    string
+	cfg     Config
+	log     zerolog.Logger
+	nc      *nats.Conn
+	js      jetstream.JetStream // nil for core
+	timeout time.Duration
+
+	constructed chan struct{} // closed once js is set; nats.go calls back before NewNATS returns
+	streamMu    sync.Mutex
+	streamReady atomic.Bool
+	closed      atomic.Bool
+	closeOnce   sync.Once
+}
+
+var _ Sink = (*NATS)(nil)
+
+// NewNATS connects to NATS in the background: the bridge starts even when
+// NATS is down, and the sink reconnects forever.
+func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
+	s := &NATS{
+		name:        name,
+		cfg:         cfg,
+		log:         log.With().Str("sink", name).Logger(),
+		timeout:     cfg.ConfirmTimeout,
+		constructed: make(chan struct{}),
+	}
+	defer close(s.constructed)
+	opts := []nats.Option{
+		nats.Name(cfg.ConnectionName),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(500*time.Millisecond, time.Second),
+		// No reconnect buffer: a publish while disconnected fails at once,
+		// and the router keeps the message in the outbox instead of memory.
+		nats.ReconnectBufSize(-1),
+		nats.ConnectHandler(func(*nats.Conn) { s.log.Info().Msg("NATS connected"); s.onConnect() }),
+		nats.ReconnectHandler(func(*nats.Conn) { s.log.Info().Msg("NATS reconnected"); s.onConnect() }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if !s.closed.Load() {
+				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes go to the outbox")
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			s.log.Warn().Err(err).Msg("NATS error")
+		}),
+	}
+	switch {
+	case cfg.Token != "":
+		opts = append(opts, nats.Token(cfg.Token))
+	case cfg.Username != "":
+		opts = append(opts, nats.UserInfo(cfg.Username, cfg.Password))
+	case cfg.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLS != nil {
+		tlsCfg, err := cfg.TLS.Config()
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: tls: %w", name, err)
+		}
+		opts = append(opts, nats.Secure(tlsCfg))
+	}
+	nc, err := nats.Connect(strings.Join(cfg.URLs, ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", name, err)
+	}
+	s.nc = nc
+	if cfg.Type == TypeJetStream {
+		s.js, err = jetstream.New(nc,
+			jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
+			jetstream.WithPublishAsyncTimeout(cfg.ConfirmTimeout))
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("sink %s: jetstream: %w", name, err)
+		}
+	}
+	return s, nil
+}
+
+// Name is the sink's configured name.
+func (s *NATS) Name() string { return s.name }
+
+// Ready reports whether the connection is up (and, for JetStream with
+// stream.create, the stream exists).
+func (s *NATS) Ready() bool {
+	if s.closed.Load() || !s.nc.IsConnected() {
+		return false
+	}
+	return s.js == nil || s.cfg.Stream == nil || !s.cfg.Stream.Create || s.streamReady.Load()
+}
+
+// onConnect creates or updates the stream when configured to. It runs on
+// nats.go's callback goroutine, so it must not take long.
+func (s *NATS) onConnect() {
+	if s.cfg.Type != TypeJetStream || s.cfg.Stream == nil || !s.cfg.Stream.Create {
+		return
+	}
+	go func() {
+		<-s.constructed
+		if s.js == nil { // construction failed
+			return
+		}
+		if err := s.ensureStream(); err != nil {
+			s.log.Error().Err(err).Str("stream", s.cfg.Stream.Name).Msg("cannot create the JetStream stream; will retry on the next publish")
+		}
+	}()
+}
+
+func (s *NATS) ensureStream() error {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	if s.streamReady.Load() {
+		return nil
+	}
+	st := s.cfg.Stream
+	storage := jetstream.FileStorage
+	if st.Storage == "memory" {
+		storage = jetstream.MemoryStorage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:       st.Name,
+		Subjects:   st.Subjects,
+		Storage:    storage,
+		Replicas:   st.Replicas,
+		MaxAge:     st.MaxAge,
+		Duplicates: st.DuplicateWindow,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", st.Name, err)
+	}
+	s.streamReady.Store(true)
+	s.log.Info().Str("stream", st.Name).Msg("JetStream stream ready")
+	return nil
+}
+
+// Publish sends every message and waits for the confirmations.
+func (s *NATS) Publish(ctx context.Context, msgs ...bus.Message) error {
+	if s.closed.Load() {
+		return fmt.Errorf("sink %s: closed: %w", s.name, bus.ErrUnavailable)
+	}
+	if !s.nc.IsConnected() {
+		return fmt.Errorf("sink %s: not connected: %w", s.name, bus.ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if s.js != nil {
+		return s.publishJetStream(ctx, msgs)
+	}
+	for i := range msgs {
+		if err := s.nc.PublishMsg(natsMsg(&msgs[i])); err != nil {
+			return fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
+		}
+	}
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("sink %s: flush: %w: %w", s.name, bus.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
+	if s.cfg.Stream != nil && s.cfg.Stream.Create && !s.streamReady.Load() {
+		if err := s.ensureStream(); err != nil {
+			return fmt.Errorf("sink %s: %w: %w", s.name, bus.ErrUnavailable, err)
+		}
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for i := range msgs {
+		f, err := s.js.PublishMsgAsync(natsMsg(&msgs[i]))
+		if err != nil {
+			return fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("sink %s: publish %s: %w: %w", s.name, f.Msg().Subject, bus.ErrUnavailable, err)
+		case <-ctx.Done():
+			return fmt.Errorf("sink %s: waiting for acks: %w: %w", s.name, bus.ErrUnavailable, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// classify tells a message NATS can never take (too large, a bad subject),
+// which retrying cannot fix, from a passing outage.
+func classify(err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
+		return bus.ErrInvalid
+	}
+	return bus.ErrUnavailable
+}
+
+// natsMsg carries the message's headers as NATS headers; Nats-Msg-Id among
+// them makes JetStream store a retried message once.
+func natsMsg(m *bus.Message) *nats.Msg {
+	nm := &nats.Msg{Subject: m.Topic, Data: m.Payload}
+	if len(m.Headers) > 0 {
+		nm.Header = make(nats.Header, len(m.Headers))
+		for k, v := range m.Headers {
+			nm.Header[k] = []string{v}
+		}
+	}
+	return nm
+}
+
+// Close drains what is in flight, bounded by ctx, and disconnects.
+func (s *NATS) Close(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.js != nil {
+			select {
+			case <-s.js.PublishAsyncComplete():
+			case <-ctx.Done():
+				err = fmt.Errorf("sink %s: acks still pending at shutdown: %w", s.name, ctx.Err())
+			}
+		}
+		if s.nc.IsConnected() {
+			fctx, cancel := context.WithTimeout(ctx, s.timeout) // nats.go insists on a deadline
+			if ferr := s.nc.FlushWithContext(fctx); ferr != nil {
+				err = errors.Join(err, fmt.Errorf("sink %s: flush at shutdown: %w", s.name, ferr))
+			}
+			cancel()
+		}
+		s.nc.Close()
+	})
+	return err
+}

@@ -1,0 +1,36 @@
+// Package sinks holds the places routes deliver to: NATS core, JetStream and
+// an external MQTT broker. Every sink implements Sink, and one conformance
+// suite (sinks/sinktest) runs against all of them and the embedded broker.
+//
+// A sink delivers what it is given: it must not choose subjects, filter, or
+// buffer on disk. Mapping is the router's, buffering the outbox's.
+package sinks
+
+import (
+	"context"
+
+	"github.com/opsfirehose/firehose/bus"
+)
+
+// Sink is one destination of routes.
+//
+// Publish (from bus.Publisher) returns nil only once the sink has confirmed
+// every message: a JetStream ack, an MQTT PUBACK, or for NATS core the
+// server's answer to a flush. Each msg.Topic is already the destination in the
+// sink's own namespace (a NATS subject for NATS sinks, a topic for MQTT). When
+// the sink is not connected, Publish fails at once with an error wrapping
+// bus.ErrUnavailable, so the caller can buffer without waiting out a timeout.
+// A message the destination can never take (over its size limit, an invalid
+// subject) fails with an error wrapping bus.ErrInvalid, which no retry fixes.
+// Publish is safe for concurrent use.
+type Sink interface {
+	bus.Publisher
+	// Name is the sink's configured name, for logs and metrics.
+	Name() string
+	// Ready reports whether the sink is connected and able to confirm now.
+	Ready() bool
+	// Close waits, until ctx is done, for messages in flight, then
+	// disconnects. It is idempotent; Publish after Close fails with
+	// bus.ErrUnavailable.
+	Close(ctx context.Context) error
+}

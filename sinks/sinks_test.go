@@ -1,0 +1,242 @@
+package sinks_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/testbus"
+	"github.com/opsfirehose/firehose/internal/testkit"
+	"github.com/opsfirehose/firehose/internal/testnats"
+	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinktest"
+)
+
+func natsDest(levels ...string) string { return strings.Join(levels, ".") }
+func mqttDest(levels ...string) string { return strings.Join(levels, "/") }
+
+func natsConfig(typ string, urls ...string) sinks.Config {
+	var cfg sinks.Config
+	cfg.SetDefaults()
+	cfg.Type, cfg.URLs = typ, urls
+	cfg.ConfirmTimeout = 3 * time.Second
+	if typ == sinks.TypeJetStream {
+		cfg.Stream = &sinks.StreamConfig{}
+		cfg.Stream.SetDefaults()
+		cfg.Stream.Name, cfg.Stream.Create, cfg.Stream.Subjects = "SINKTEST", true, []string{"sinktest.>"}
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
+func natsHeaders(h nats.Header) map[string]string {
+	out := map[string]string{}
+	for k, v := range h {
+		out[k] = v[0]
+	}
+	return out
+}
+
+func TestNATSCoreConformance(t *testing.T) {
+	var srv *testnats.Server
+	sinktest.Run(t, sinktest.Harness{
+		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
+			srv = testnats.Start(t)
+			s, err := sinks.NewNATS("core", natsConfig(sinks.TypeNATS, srv.URL()), zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			ch := make(chan sinktest.Delivery, 10000)
+			nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			if _, err := nc.Subscribe("sinktest.>", func(m *nats.Msg) {
+				ch <- sinktest.Delivery{Dest: m.Subject, Payload: m.Data, Headers: natsHeaders(m.Header)}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			return s, ch
+		},
+		Dest:           natsDest,
+		HeadersVisible: true,
+		MaxPayload:     1 << 20,
+		Outage: func(t *testing.T) func() {
+			srv.Stop()
+			return srv.Restart
+		},
+	})
+}
+
+func TestJetStreamConformance(t *testing.T) {
+	var srv *testnats.Server
+	sinktest.Run(t, sinktest.Harness{
+		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
+			srv = testnats.Start(t)
+			s, err := sinks.NewNATS("js", natsConfig(sinks.TypeJetStream, srv.URL()), zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			return s, consumeStream(t, srv.URL(), "SINKTEST")
+		},
+		Dest:           natsDest,
+		HeadersVisible: true,
+		MaxPayload:     1 << 20,
+		Outage: func(t *testing.T) func() {
+			srv.Stop()
+			return srv.Restart
+		},
+	})
+}
+
+// consumeStream reads what the stream stored, in order, with an ordered
+// consumer that survives server restarts.
+func consumeStream(t *testing.T, url, stream string) <-chan sinktest.Delivery {
+	t.Helper()
+	ch := make(chan sinktest.Delivery, 100000)
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		for ctx.Err() == nil {
+			cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+			if err != nil {
+				time.Sleep(50 * time.Millisecond) // the stream may not exist yet
+				continue
+			}
+			cc, err := cons.Consume(func(m jetstream.Msg) {
+				ch <- sinktest.Delivery{Dest: m.Subject(), Payload: m.Data(), Headers: natsHeaders(m.Headers())}
+			})
+			if err != nil {
+				continue
+			}
+			<-ctx.Done()
+			cc.Stop()
+		}
+	}()
+	return ch
+}
+
+func TestJetStreamStoresARetriedMessageOnce(t *testing.T) {
+	srv := testnats.Start(t)
+	s, err := sinks.NewNATS("js", natsConfig(sinks.TypeJetStream, srv.URL()), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i := 0; i < 3; i++ { // a retry, and an outbox replay, of the same message
+		if err := s.Publish(context.Background(), bus.NewMessage("chef", "run-1/run_start", "sinktest.a", []byte("x"), time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc, _ := nats.Connect(srv.URL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(context.Background(), "SINKTEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil || info.State.Msgs != 1 {
+		t.Fatalf("stream holds %d messages (%v), want 1", info.State.Msgs, err)
+	}
+}
+
+func TestMQTTConformance(t *testing.T) {
+	var broker *testkit.Mosquitto
+	sinktest.Run(t, sinktest.Harness{
+		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
+			broker = testkit.StartMosquitto(t)
+			var cfg sinks.Config
+			cfg.SetDefaults()
+			cfg.Type, cfg.URL, cfg.ClientID = sinks.TypeMQTT, broker.URL(), "sinktest-publisher"
+			cfg.MaxReconnectInterval = 200 * time.Millisecond
+			cfg.ConfirmTimeout = 3 * time.Second
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := sinks.NewMQTT("ext", cfg, t.TempDir(), zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			return s, mqttReceiver(t, broker.URL())
+		},
+		Dest:       mqttDest,
+		MaxPayload: 4 << 20,
+		Outage: func(t *testing.T) func() {
+			broker.Stop()
+			return broker.Restart
+		},
+	})
+}
+
+// mqttReceiver subscribes to sinktest/# and resubscribes after reconnecting,
+// so it outlives a broker restart.
+func mqttReceiver(t *testing.T, url string) <-chan sinktest.Delivery {
+	t.Helper()
+	ch := make(chan sinktest.Delivery, 10000)
+	subscribed := make(chan struct{}, 10)
+	opts := paho.NewClientOptions().AddBroker(url).SetClientID("sinktest-receiver").
+		SetAutoReconnect(true).SetMaxReconnectInterval(200 * time.Millisecond).SetCleanSession(true).
+		SetOnConnectHandler(func(c paho.Client) {
+			c.Subscribe("sinktest/#", 1, func(_ paho.Client, m paho.Message) {
+				ch <- sinktest.Delivery{Dest: m.Topic(), Payload: m.Payload()}
+			}).Wait()
+			subscribed <- struct{}{}
+		})
+	c := paho.NewClient(opts)
+	if tok := c.Connect(); !tok.WaitTimeout(testkit.Timeout) || tok.Error() != nil {
+		t.Fatalf("receiver: %v", tok.Error())
+	}
+	<-subscribed
+	t.Cleanup(func() { c.Disconnect(100) })
+	return ch
+}
+
+// brokerSink presents the embedded broker as a sink, so it passes the same suite.
+type brokerSink struct{ *testbus.Bus }
+
+func (b brokerSink) Name() string                    { return "embedded" }
+func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close() }
+
+func TestEmbeddedBrokerConformance(t *testing.T) {
+	sinktest.Run(t, sinktest.Harness{
+		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
+			b := testbus.Start(t)
+			ch := make(chan sinktest.Delivery, 10000)
+			in := b.Subscribe(t, "sinktest/#")
+			go func() {
+				for m := range in {
+					ch <- sinktest.Delivery{Dest: m.Topic, Payload: []byte(m.Payload)}
+				}
+			}()
+			return brokerSink{b}, ch
+		},
+		Dest:       mqttDest,
+		MaxPayload: 4 << 20,
+	})
+}

@@ -1,0 +1,218 @@
+// Package sinktest is the conformance suite every sink passes (NATS core,
+// JetStream, external MQTT, and the embedded broker): what reaches the
+// destination, in what order, with which headers, and how a sink behaves
+// when it is closed or its destination goes away. It is imported only by tests.
+package sinktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/sinks"
+)
+
+// Delivery is one message as the destination's consumer saw it.
+type Delivery struct {
+	Dest    string
+	Payload []byte
+	Headers map[string]string // nil when the consumer cannot see headers
+}
+
+// Harness adapts one kind of sink to the suite.
+type Harness struct {
+	// New returns a connected sink, and a channel on which a consumer of the
+	// destination receives everything published under the test's namespace.
+	New func(t *testing.T) (sinks.Sink, <-chan Delivery)
+	// Dest builds a destination in the sink's namespace from levels, e.g.
+	// "sinktest.a.b" for NATS or "sinktest/a/b" for MQTT.
+	Dest func(levels ...string) string
+	// HeadersVisible says whether the consumer sees headers.
+	HeadersVisible bool
+	// Outage, when set, makes the destination unreachable and returns a
+	// function that brings it back.
+	Outage func(t *testing.T) (restore func())
+	// MaxPayload is the largest payload the destination takes.
+	MaxPayload int
+}
+
+const timeout = 20 * time.Second
+
+// Run runs the suite.
+func Run(t *testing.T, h Harness) {
+	t.Run("PublishOneArrives", func(t *testing.T) { publishOne(t, h) })
+	t.Run("BatchArrivesInOrder", func(t *testing.T) { batchInOrder(t, h) })
+	t.Run("ConcurrentPublishersLoseNothing", func(t *testing.T) { concurrent(t, h) })
+	t.Run("LargePayload", func(t *testing.T) { largePayload(t, h) })
+	t.Run("CloseIsIdempotentAndFinal", func(t *testing.T) { closeFinal(t, h) })
+	if h.Outage != nil {
+		t.Run("OutageFailsFastAndRecovers", func(t *testing.T) { outage(t, h) })
+	}
+}
+
+func msg(dest, payload, id string) bus.Message {
+	return bus.Message{Topic: dest, Payload: []byte(payload), QoS: 1, Headers: map[string]string{
+		bus.HeaderMsgID: id, bus.HeaderSource: "sinktest", bus.HeaderReceivedAt: "2026-11-22T00:00:00Z",
+	}}
+}
+
+func next(t *testing.T, ch <-chan Delivery) Delivery {
+	t.Helper()
+	select {
+	case d := <-ch:
+		return d
+	case <-time.After(timeout):
+		t.Fatal("nothing arrived at the destination")
+		return Delivery{}
+	}
+}
+
+func waitReady(t *testing.T, s sinks.Sink) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !s.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("sink %s never became ready", s.Name())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the connection state
+	}
+}
+
+func publishOne(t *testing.T, h Harness) {
+	s, ch := h.New(t)
+	waitReady(t, s)
+	dest := h.Dest("sinktest", "one")
+	if err := s.Publish(context.Background(), msg(dest, `{"hello":"world"}`, "one-1")); err != nil {
+		t.Fatal(err)
+	}
+	d := next(t, ch)
+	if d.Dest != dest || string(d.Payload) != `{"hello":"world"}` {
+		t.Fatalf("got %s %q, want %s", d.Dest, d.Payload, dest)
+	}
+	if h.HeadersVisible {
+		for k, want := range map[string]string{bus.HeaderMsgID: "one-1", bus.HeaderSource: "sinktest", bus.HeaderReceivedAt: "2026-11-22T00:00:00Z"} {
+			if d.Headers[k] != want {
+				t.Errorf("header %s = %q, want %q", k, d.Headers[k], want)
+			}
+		}
+	}
+}
+
+func batchInOrder(t *testing.T, h Harness) {
+	s, ch := h.New(t)
+	waitReady(t, s)
+	dest := h.Dest("sinktest", "batch")
+	var batch []bus.Message
+	for i := 0; i < 200; i++ {
+		batch = append(batch, msg(dest, fmt.Sprint(i), fmt.Sprint("batch-", i)))
+	}
+	if err := s.Publish(context.Background(), batch...); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		if d := next(t, ch); string(d.Payload) != fmt.Sprint(i) {
+			t.Fatalf("message %d arrived as %q: out of order", i, d.Payload)
+		}
+	}
+}
+
+func concurrent(t *testing.T, h Harness) {
+	s, ch := h.New(t)
+	waitReady(t, s)
+	const goroutines, each = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id := fmt.Sprintf("c-%d-%d", g, i)
+				if err := s.Publish(context.Background(), msg(h.Dest("sinktest", "conc", fmt.Sprint(g)), id, id)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < goroutines*each {
+		seen[string(next(t, ch).Payload)] = true
+	}
+}
+
+func largePayload(t *testing.T, h Harness) {
+	s, ch := h.New(t)
+	waitReady(t, s)
+	size := h.MaxPayload
+	if size == 0 || size > 4<<20 {
+		size = 4 << 20
+	}
+	payload := strings.Repeat("x", size-1024)
+	if err := s.Publish(context.Background(), msg(h.Dest("sinktest", "large"), payload, "large-1")); err != nil {
+		t.Fatal(err)
+	}
+	if d := next(t, ch); len(d.Payload) != len(payload) {
+		t.Fatalf("payload of %d bytes arrived as %d", len(payload), len(d.Payload))
+	}
+}
+
+func closeFinal(t *testing.T, h Harness) {
+	s, _ := h.New(t)
+	waitReady(t, s)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if s.Ready() {
+		t.Fatal("Ready after Close")
+	}
+	err := s.Publish(context.Background(), msg(h.Dest("sinktest", "closed"), "x", "closed-1"))
+	if !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("Publish after Close: %v, want bus.ErrUnavailable", err)
+	}
+}
+
+func outage(t *testing.T, h Harness) {
+	s, ch := h.New(t)
+	waitReady(t, s)
+	restore := h.Outage(t)
+	deadline := time.Now().Add(timeout)
+	for s.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("sink still Ready during the outage")
+		}
+		time.Sleep(20 * time.Millisecond) // waiting for the client to notice the outage
+	}
+	start := time.Now()
+	err := s.Publish(context.Background(), msg(h.Dest("sinktest", "outage"), "lost?", "outage-1"))
+	if !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("Publish during the outage: %v, want bus.ErrUnavailable", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Publish during the outage took %v; a sink that is not Ready must fail fast", took)
+	}
+	restore()
+	waitReady(t, s)
+	dest := h.Dest("sinktest", "outage")
+	if err := s.Publish(context.Background(), msg(dest, "after", "outage-2")); err != nil {
+		t.Fatalf("Publish after the outage: %v", err)
+	}
+	for {
+		if d := next(t, ch); string(d.Payload) == "after" {
+			return
+		}
+	}
+}
