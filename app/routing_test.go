@@ -265,3 +265,37 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 		t.Fatal("the final message did not arrive")
 	}
 }
+
+func TestRoutedMQTTMessagesKeepOrderAndReachSubscribers(t *testing.T) {
+	srv := testnats.Start(t)
+	b := startBridge(t, routedConfig(t, srv.URL()))
+	waitFor(t, "the sink", func() bool { return len(b.router.Ready()) == 0 })
+	sub := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{})
+	got := sub.Subscribe("ordered/#", 1)
+	pub := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{Username: "pub", Password: "pw"})
+
+	const n = 2000
+	tokens := make([]interface{ Wait() bool }, 0, n)
+	for i := 0; i < n; i++ { // without waiting, so many messages are in the pipeline at once
+		tokens = append(tokens, pub.Client.Publish("ordered/x", 1, false, fmt.Sprint(i)))
+	}
+	for _, tok := range tokens {
+		tok.Wait()
+	}
+	for i := 0; i < n; i++ {
+		if m := testkit.Next(t, got); m.Payload != fmt.Sprint(i) {
+			t.Fatalf("message %d arrived as %q", i, m.Payload)
+		}
+	}
+	if c := streamMsgs(t, srv.URL()); c != n {
+		t.Fatalf("stream holds %d, want %d", c, n)
+	}
+	// A retained message is kept once routed.
+	if err := pub.Publish("ordered/status", 1, true, "last"); err != nil {
+		t.Fatal(err)
+	}
+	late := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{})
+	if m := testkit.Next(t, late.Subscribe("ordered/status", 1)); m.Payload != "last" || !m.Retained {
+		t.Fatalf("retained: %+v", m)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"sync"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -16,45 +17,89 @@ import (
 )
 
 // SourceMQTT is the Firehose-Source header of messages that MQTT clients
-// published straight to the embedded broker.
+// published straight to a broker.
 const SourceMQTT = "mqtt"
 
-// Hook routes what MQTT clients publish to the embedded broker, in the
-// publish path: mochi sends a QoS 1 publisher its PUBACK only after OnPublish
-// returns, so the PUBACK means the message is safe on every required route.
-// The bridge's own inline client is skipped: the bridge's publisher has
-// already routed those messages.
-type Hook struct {
-	mqtt.HookBase
-	router   *Router
-	broker   Disconnecter
-	rejected prometheus.Counter
-}
-
-// Disconnecter ends a client's connection; the embedded broker is one.
-type Disconnecter interface {
+// Broker is what the hook needs of the embedded broker.
+type Broker interface {
+	// Deliver publishes a packet to local subscribers (and the retained
+	// store) as the bridge's inline client, which the hook skips.
+	Deliver(pk packets.Packet) error
+	// Disconnect ends a client's connection, with a reason code for MQTT 5.
 	Disconnect(cl *mqtt.Client, code packets.Code) error
 }
 
-// NewHook returns the hook; the broker is needed to disconnect MQTT 3.1.1
-// publishers whose message cannot be made safe.
-func NewHook(r *Router, broker Disconnecter) *Hook {
-	return &Hook{router: r, broker: broker, rejected: r.metrics.mqttRefused}
+// Hook routes what MQTT clients publish to the embedded broker, in the
+// publish path, so that a QoS 1 PUBACK means the message is safe on every
+// required route.
+//
+// A client's QoS 0 and 1 messages that need routing go through a per-client
+// pipeline instead of blocking mochi's read loop one sink round trip per
+// message: the hook takes the message from mochi (which then neither acks
+// nor delivers it), the pipeline routes messages in batches, and then, in
+// arrival order, delivers each to local subscribers and sends its PUBACK.
+// At most maxUnacked messages per client wait; beyond that the hook blocks
+// the client's reads, which is the back-pressure. QoS 2 keeps mochi's own
+// handshake and is routed synchronously.
+//
+// The bridge's own inline client is skipped: the bridge's publisher has
+// already routed its messages.
+type Hook struct {
+	mqtt.HookBase
+	router   *Router
+	broker   Broker
+	rejected prometheus.Counter
+
+	pipelines sync.Map // *mqtt.Client -> *pipeline
+}
+
+// maxUnacked bounds one client's messages between arrival and PUBACK; it
+// matches the receive maximum the broker advertises to MQTT 5 clients.
+const maxUnacked = 1024
+
+// NewHook returns the router's hook for the embedded broker.
+func NewHook(r *Router, b Broker) *Hook {
+	return &Hook{router: r, broker: b, rejected: r.metrics.mqttRefused}
 }
 
 // ID names the hook in mochi's logs.
 func (h *Hook) ID() string { return "firehose-router" }
 
-// Provides says the hook handles OnPublish only.
-func (h *Hook) Provides(b byte) bool { return bytes.IndexByte([]byte{mqtt.OnPublish}, b) >= 0 }
+// Provides says which mochi events the hook handles.
+func (h *Hook) Provides(b byte) bool {
+	return bytes.IndexByte([]byte{mqtt.OnPublish, mqtt.OnDisconnect}, b) >= 0
+}
 
 // OnPublish routes one message from an MQTT client.
 func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	if cl.Net.Inline || len(h.router.routes) == 0 {
 		return pk, nil
 	}
+	msg := h.message(cl, pk)
+	p := h.pipelineFor(cl)
+	// Once a client has messages in its pipeline, all its messages go
+	// through it, so none overtakes another.
+	if !p.busy() && !h.router.matchesAny(&msg) {
+		return pk, nil
+	}
+	if pk.FixedHeader.Qos == 2 {
+		return h.routeNow(cl, pk, msg)
+	}
+	pk.Properties.TopicAliasFlag, pk.Properties.TopicAlias = false, 0 // the name is resolved already
+	p.push(item{pk: pk, msg: msg})
+	return pk, packets.ErrRejectPacket // the pipeline acks and delivers
+}
+
+// OnDisconnect lets the client's pipeline finish what it holds and stop.
+func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+	if p, ok := h.pipelines.LoadAndDelete(cl); ok {
+		p.(*pipeline).close()
+	}
+}
+
+func (h *Hook) message(cl *mqtt.Client, pk packets.Packet) bus.Message {
 	now := h.router.now()
-	msg := bus.Message{
+	return bus.Message{
 		Topic:   pk.TopicName,
 		Payload: pk.Payload,
 		QoS:     pk.FixedHeader.Qos,
@@ -65,24 +110,136 @@ func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 			bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
 		},
 	}
-	err := h.router.Route(context.Background(), msg)
-	if err == nil {
-		return pk, nil
-	}
-	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).Msg("an MQTT publish could not be made safe; refusing it so the client resends")
-	h.rejected.Inc()
-	switch {
-	case pk.FixedHeader.Qos == 0:
-		// QoS 0 promises nothing and has no ack to withhold: deliver it locally.
-		return pk, nil
-	case cl.Properties.ProtocolVersion == 5:
-		// mochi answers with this reason code in the PUBACK and does not deliver.
-		return pk, packets.ErrQuotaExceeded
-	default:
-		// MQTT 3.1.1 has no negative ack: no PUBACK, and a disconnect so the
-		// client resends the message when it reconnects.
+}
+
+// routeNow routes a QoS 2 message before mochi continues its handshake.
+func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (packets.Packet, error) {
+	if err := h.router.Route(context.Background(), msg); err != nil {
+		h.refused(cl, pk, err)
+		if cl.Properties.ProtocolVersion == 5 {
+			return pk, packets.ErrQuotaExceeded // mochi answers PUBREC with this reason
+		}
 		_ = h.broker.Disconnect(cl, packets.ErrServerBusy)
 		return pk, packets.ErrRejectPacket
+	}
+	return pk, nil
+}
+
+func (h *Hook) refused(cl *mqtt.Client, pk packets.Packet, err error) {
+	h.rejected.Inc()
+	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).
+		Msg("an MQTT publish could not be made safe; refusing it so the client resends")
+}
+
+func (h *Hook) pipelineFor(cl *mqtt.Client) *pipeline {
+	if p, ok := h.pipelines.Load(cl); ok {
+		return p.(*pipeline)
+	}
+	p := newPipeline(h, cl)
+	actual, loaded := h.pipelines.LoadOrStore(cl, p)
+	if !loaded {
+		go p.run()
+	}
+	return actual.(*pipeline)
+}
+
+type item struct {
+	pk  packets.Packet
+	msg bus.Message
+}
+
+// pipeline carries one client's messages from OnPublish to PUBACK.
+type pipeline struct {
+	hook  *Hook
+	cl    *mqtt.Client
+	slots chan struct{} // one per message not yet acked; full blocks the client's reads
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	items  []item
+	closed bool
+}
+
+func newPipeline(h *Hook, cl *mqtt.Client) *pipeline {
+	p := &pipeline{hook: h, cl: cl, slots: make(chan struct{}, maxUnacked)}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+func (p *pipeline) busy() bool { return len(p.slots) > 0 }
+
+func (p *pipeline) push(it item) {
+	p.slots <- struct{}{}
+	p.mu.Lock()
+	p.items = append(p.items, it)
+	p.mu.Unlock()
+	p.cond.Signal()
+}
+
+func (p *pipeline) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cond.Signal()
+}
+
+// take waits for messages and returns up to replayBatch of them; nil once
+// the client is gone and nothing is left.
+func (p *pipeline) take() []item {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.items) == 0 && !p.closed {
+		p.cond.Wait()
+	}
+	n := min(len(p.items), replayBatch)
+	if n == 0 {
+		return nil
+	}
+	batch := append([]item(nil), p.items[:n]...)
+	p.items = p.items[n:]
+	return batch
+}
+
+// run routes batches and then, in arrival order, delivers each message
+// locally and acks it. A batch that cannot be made safe is refused: MQTT 5
+// clients get PUBACKs with a reason code, MQTT 3.1.1 clients are
+// disconnected without acks and resend when they reconnect. QoS 0 messages
+// promise nothing and are delivered locally either way.
+func (p *pipeline) run() {
+	h := p.hook
+	for {
+		batch := p.take()
+		if batch == nil {
+			return
+		}
+		msgs := make([]bus.Message, len(batch))
+		for i := range batch {
+			msgs[i] = batch[i].msg
+		}
+		err := h.router.Route(context.Background(), msgs...)
+		v5 := p.cl.Properties.ProtocolVersion == 5
+		if err != nil {
+			h.refused(p.cl, batch[0].pk, err)
+		}
+		for _, it := range batch {
+			if err == nil || it.pk.FixedHeader.Qos == 0 {
+				if derr := h.broker.Deliver(it.pk); derr != nil {
+					h.router.log.Debug().Err(derr).Str("topic", it.pk.TopicName).Msg("local delivery failed")
+				}
+			}
+			if it.pk.FixedHeader.Qos == 1 && (err == nil || v5) {
+				ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: it.pk.PacketID}
+				if err != nil {
+					ack.ReasonCode = packets.ErrQuotaExceeded.Code
+					ack.Properties.ReasonString = packets.ErrQuotaExceeded.Reason
+				}
+				_ = p.cl.WritePacket(ack) // fails only if the client is gone; it will resend
+			}
+			<-p.slots
+		}
+		if err != nil && !v5 {
+			_ = h.broker.Disconnect(p.cl, packets.ErrServerBusy)
+		}
 	}
 }
 

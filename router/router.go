@@ -195,6 +195,17 @@ func (r *Router) match(msgs []bus.Message) [][]bus.Message {
 	return batches
 }
 
+// matchesAny reports whether any route takes the message.
+func (r *Router) matchesAny(m *bus.Message) bool {
+	var fields payloadFields
+	for _, rt := range r.routes {
+		if rt.matchesTopic(m.Topic) && (len(rt.conds) == 0 || matches(rt.conds, m.Payload, &fields)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (rt *route) matchesTopic(topic string) bool {
 	for _, f := range rt.cfg.Filters {
 		if topics.Match(f, topic) {

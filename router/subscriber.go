@@ -36,10 +36,10 @@ type Subscriber struct {
 	once   sync.Once
 }
 
-// maxUnacked bounds messages received but not yet acknowledged. Brokers cap
+// maxReceived bounds messages received but not yet acknowledged. Brokers cap
 // in-flight QoS 1 messages per client far lower (mosquitto: 20 by default),
 // so paho's handler never blocks on this queue in practice.
-const maxUnacked = 65536
+const maxReceived = 65536
 
 // NewSubscriber prepares the subscription; cfg describes the connection (as
 // for an mqtt sink, with its own client id).
@@ -49,7 +49,7 @@ func NewSubscriber(r *Router, cfg sinks.Config, group string, log zerolog.Logger
 		filters:  routeFilters(r),
 		group:    group,
 		log:      log.With().Str("component", "router-subscriber").Logger(),
-		incoming: make(chan paho.Message, maxUnacked),
+		incoming: make(chan paho.Message, maxReceived),
 		done:     make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
