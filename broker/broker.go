@@ -68,10 +68,12 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	caps.MaximumMessageExpiryInterval = int64(cfg.MaxMessageExpiry.Seconds())
 	caps.MaximumSessionExpiryInterval = uint32(cfg.MaxSessionExpiry.Seconds())
 	server := mqtt.New(&mqtt.Options{
-		InlineClient:           true,
-		Capabilities:           caps,
-		SysTopicResendInterval: int64(cfg.SysInterval.Seconds()),
-		Logger:                 slog.New(zerolog.NewSlogHandler(mochiLog)),
+		InlineClient:             true,
+		Capabilities:             caps,
+		SysTopicResendInterval:   int64(cfg.SysInterval.Seconds()),
+		ClientNetWriteBufferSize: int(cfg.ClientBuffer),
+		ClientNetReadBufferSize:  int(cfg.ClientBuffer),
+		Logger:                   slog.New(zerolog.NewSlogHandler(mochiLog)),
 	})
 	b := &Broker{
 		cfg:       cfg,

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/tlsconfig"
 	"github.com/opsfirehose/firehose/topics"
@@ -53,6 +54,10 @@ type Config struct {
 	MaxQueuedMessages int `yaml:"max_queued_messages"`
 	// MaxInflight bounds unacknowledged QoS 1/2 messages per client.
 	MaxInflight int `yaml:"max_inflight"`
+	// ClientBuffer sizes each client's read and write buffers. Larger
+	// buffers mean fewer system calls for busy clients, at this much memory
+	// per connection, twice.
+	ClientBuffer bytesize.Size `yaml:"client_buffer"`
 	// MaxPacketSize limits the size of an MQTT packet a client may send, in bytes; 0 means no limit.
 	MaxPacketSize int `yaml:"max_packet_size"`
 	// SysInterval is how often $SYS topics are refreshed.
@@ -159,6 +164,7 @@ func DefaultConfig() Config {
 		AllowAnonymous:    true,
 		MaxQueuedMessages: 8192,
 		MaxInflight:       8192,
+		ClientBuffer:      16 * bytesize.KiB,
 		SysInterval:       10 * time.Second,
 		MaxSessionExpiry:  24 * time.Hour,
 	}
@@ -241,6 +247,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInflight < 1 || c.MaxInflight > 65535 {
 		p.Add("max_inflight", "must be between 1 and 65535")
+	}
+	if c.ClientBuffer < 512 || c.ClientBuffer > 16*bytesize.MiB {
+		p.Add("client_buffer", "must be between 512B and 16MiB")
 	}
 	if c.MaxPacketSize < 0 {
 		p.Add("max_packet_size", "must not be negative")

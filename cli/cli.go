@@ -165,11 +165,23 @@ func runCmd(env Env, prog string, args []string, run runFunc) int {
 	if !ok {
 		return ExitUsage
 	}
+	applyRuntime(cfg.Runtime, env.LookupEnv)
 	if err := run(env.Context, cfg, env); err != nil {
 		fmt.Fprintf(env.Stderr, "%s: %v\n", prog, indent(err))
 		return ExitError
 	}
 	return ExitOK
+}
+
+// applyRuntime sets the collector's targets from the config, unless the
+// operator set GOGC or GOMEMLIMIT, which the Go runtime has already applied.
+func applyRuntime(rt config.Runtime, lookupEnv func(string) (string, bool)) {
+	if _, set := lookupEnv("GOGC"); !set {
+		debug.SetGCPercent(rt.GCPercent)
+	}
+	if _, set := lookupEnv("GOMEMLIMIT"); !set && rt.MemoryLimit > 0 {
+		debug.SetMemoryLimit(int64(rt.MemoryLimit))
+	}
 }
 
 func checkCmd(env Env, prog string, args []string) int {

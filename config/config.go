@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/broker"
+	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/logging"
 	"github.com/opsfirehose/firehose/router"
@@ -33,6 +34,21 @@ type Config struct {
 	DataDir string `yaml:"data_dir"`
 	// ShutdownTimeout bounds a graceful shutdown, from the signal to exit.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Runtime tunes Go's garbage collector.
+	Runtime Runtime `yaml:"runtime"`
+}
+
+// Runtime tunes Go's garbage collector for a message bus, which allocates a
+// copy of every message per subscriber and so spends much of its CPU in the
+// collector at the default GOGC of 100. The GOGC and GOMEMLIMIT environment
+// variables, when set, win over these.
+type Runtime struct {
+	// GCPercent is GOGC: the heap may grow by this percentage of the live
+	// heap before a collection. Higher trades memory for CPU.
+	GCPercent int `yaml:"gc_percent"`
+	// MemoryLimit is GOMEMLIMIT, a soft limit that makes the collector work
+	// harder near it; 0 means none. Set it below the container's limit.
+	MemoryLimit bytesize.Size `yaml:"memory_limit"`
 }
 
 // Default is what runs with no config file: everything embedded, the broker on
@@ -43,6 +59,7 @@ func Default() Config {
 		HTTP:            httpserver.DefaultConfig(),
 		Broker:          broker.DefaultConfig(),
 		DataDir:         "data",
+		Runtime:         Runtime{GCPercent: 400},
 		ShutdownTimeout: 15 * time.Second,
 	}
 }
@@ -52,6 +69,12 @@ func (c *Config) Validate() error {
 	var p strictyaml.Problems
 	if c.ShutdownTimeout <= 0 {
 		p.Add("shutdown_timeout", "must be positive, for example 15s")
+	}
+	if c.Runtime.GCPercent < 25 && c.Runtime.GCPercent != -1 {
+		p.Add("runtime.gc_percent", "must be at least 25, or -1 to turn the collector off (with memory_limit)")
+	}
+	if c.Runtime.GCPercent == -1 && c.Runtime.MemoryLimit == 0 {
+		p.Add("runtime.memory_limit", "required when gc_percent is -1, or memory grows without bound")
 	}
 	if c.DataDir == "" {
 		p.Add("data_dir", "required")
