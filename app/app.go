@@ -104,6 +104,9 @@ func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
 		return nil, err
 	}
 	b.routes()
+	if err = b.registerAdapters(); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/opsfirehose/firehose/app"
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/ingest"
 	"github.com/opsfirehose/firehose/logging"
 )
 
@@ -48,6 +49,9 @@ func OS() (Env, context.CancelFunc) {
 
 // Bridge runs the bridge's command line and returns the exit code.
 func Bridge(env Env, args []string) int {
+	if len(args) > 0 && args[0] == "ingest" {
+		return ingest.Run(env.Context, args[1:], env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
+	}
 	return dispatch(env, "bridge", args, func(ctx context.Context, cfg *config.Config, env Env) error {
 		log := logging.New(cfg.Log, env.Stderr)
 		b, err := app.New(*cfg, log)
@@ -94,8 +98,13 @@ func dispatch(env Env, prog string, args []string, run runFunc) int {
 
 func usage(w io.Writer, prog string) {
 	what := "the firehose bridge: HTTP intake, embedded MQTT broker and router"
+	extra := `  %[1]s ingest gerrit|launchpad
+                                 relay Gerrit's stream-events, or a Launchpad mail, to a running
+                                 bridge ("%[1]s ingest help" for its flags)
+`
 	if prog == "broker" {
 		what = "the firehose MQTT broker alone (anonymous read-only, authenticated publishers)"
+		extra = ""
 	}
 	fmt.Fprintf(w, `%s runs %s.
 
@@ -104,7 +113,7 @@ Usage:
   %[1]s check --config FILE     validate a config file and exit
   %[1]s passwd [--cost N]       read a password on stdin, print its bcrypt hash for broker.users
   %[1]s version                 print the version
-
+`+extra+`
 The config file may also be given in $FIREHOSE_CONFIG.
 `, prog, what)
 }

@@ -11,6 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsfirehose/firehose/adapters/chef"
+	"github.com/opsfirehose/firehose/adapters/gerrit"
+	"github.com/opsfirehose/firehose/adapters/intake"
+	"github.com/opsfirehose/firehose/adapters/launchpad"
+	"github.com/opsfirehose/firehose/adapters/subunit"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
@@ -36,6 +41,12 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// Runtime tunes Go's garbage collector.
 	Runtime Runtime `yaml:"runtime"`
+
+	// The intake adapters, one section each.
+	Chef      chef.Config      `yaml:"chef"`
+	Gerrit    gerrit.Config    `yaml:"gerrit"`
+	Launchpad launchpad.Config `yaml:"launchpad"`
+	Subunit   subunit.Config   `yaml:"subunit"`
 }
 
 // Runtime tunes Go's garbage collector for a message bus, which allocates a
@@ -61,7 +72,44 @@ func Default() Config {
 		DataDir:         "data",
 		Runtime:         Runtime{GCPercent: 400},
 		ShutdownTimeout: 15 * time.Second,
+		Chef:            chef.DefaultConfig(),
+		Gerrit:          gerrit.DefaultConfig(),
+		Launchpad:       launchpad.DefaultConfig(),
+		Subunit:         subunit.DefaultConfig(),
 	}
+}
+
+// Intake is one intake adapter's section, as the rules that span them see it.
+type Intake struct {
+	// Key is the section, as in "chef".
+	Key string
+	intake.Config
+}
+
+// Intakes lists every intake adapter's section.
+func (c *Config) Intakes() []Intake {
+	return []Intake{
+		{"chef", c.Chef.Config},
+		{"gerrit", c.Gerrit},
+		{"launchpad", c.Launchpad},
+		{"subunit", c.Subunit},
+	}
+}
+
+// openIntakes names the enabled endpoints that would take requests from
+// anyone: the HTTP listener reaches beyond loopback, allow_unauthenticated is
+// off, and neither http.tokens nor the section's own tokens are set.
+func (c *Config) openIntakes() []string {
+	if !c.HTTP.BeyondLoopback() || c.HTTP.AllowUnauthenticated || len(c.HTTP.Tokens) > 0 {
+		return nil
+	}
+	var open []string
+	for _, in := range c.Intakes() {
+		if in.Enabled && len(in.Tokens) == 0 {
+			open = append(open, in.Key)
+		}
+	}
+	return open
 }
 
 // Validate checks the settings that belong to no one section.
@@ -78,6 +126,11 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		p.Add("data_dir", "required")
+	}
+	if open := c.openIntakes(); len(open) > 0 {
+		p.Add("http.allow_unauthenticated", "the HTTP intake would listen on %s, beyond loopback, and %s would take requests with no token: "+
+			"set http.tokens (or each section's tokens), disable those sections, or set http.allow_unauthenticated: true "+
+			"to accept requests from anyone who can reach it", c.HTTP.Address, strings.Join(open, ", "))
 	}
 	names := map[string]bool{}
 	for name := range c.Sinks {

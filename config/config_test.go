@@ -56,6 +56,8 @@ func TestExampleConfigLoads(t *testing.T) {
 		"FIREHOSE_TLS_CERT":             certs.CertFile,
 		"FIREHOSE_TLS_KEY":              certs.KeyFile,
 		"FIREHOSE_MONITORING_HASH_FILE": write(t, "hash", testHash+"\n"),
+		"FIREHOSE_GERRIT_TOKEN":         "gerrit-token",
+		"FIREHOSE_LAUNCHPAD_TOKEN":      "launchpad-token",
 	}
 	cfg, err := Load("../config.example.yaml", Options{LookupEnv: env(vars)})
 	if err != nil {
@@ -63,6 +65,10 @@ func TestExampleConfigLoads(t *testing.T) {
 	}
 	if got := cfg.HTTP.Tokens[1].Token; got != "ci-token" {
 		t.Errorf("token_file gave %q", got)
+	}
+	if cfg.Gerrit.Tokens[0].Token != "gerrit-token" || cfg.Launchpad.Tokens[0].Token != "launchpad-token" || !cfg.Chef.Enabled || cfg.Subunit.MaxBody != 128<<20 {
+		t.Errorf("adapter sections: gerrit %+v launchpad %+v chef enabled %v subunit max_body %d",
+			cfg.Gerrit.Tokens, cfg.Launchpad.Tokens, cfg.Chef.Enabled, cfg.Subunit.MaxBody)
 	}
 	if got := cfg.Broker.Users[1].PasswordHash; got != testHash {
 		t.Errorf("password_hash_file gave %q", got)
@@ -151,6 +157,45 @@ func TestSecureByDefault(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "http.allow_unauthenticated") {
 			t.Errorf("%s: error does not name http.allow_unauthenticated: %v", tt.yaml, err)
+		}
+	}
+}
+
+// TestSecureByDefaultPerSection: beyond loopback with no http.tokens, every
+// enabled intake needs tokens of its own, and the error names those without.
+func TestSecureByDefaultPerSection(t *testing.T) {
+	defaults := Default()
+	intakes := defaults.Intakes()
+	if len(intakes) < 4 {
+		t.Fatalf("Intakes() = %d sections, want every adapter", len(intakes))
+	}
+	doc := func(skip, disable string) string {
+		s := "http: {address: 0.0.0.0:8080}\n"
+		for _, in := range intakes {
+			switch in.Key {
+			case skip:
+			case disable:
+				s += in.Key + ": {enabled: false}\n"
+			default:
+				s += in.Key + ": {tokens: [{name: own, token: secret-" + in.Key + "}]}\n"
+			}
+		}
+		return s
+	}
+	parse := func(y string) error {
+		cfg := Default()
+		return Parse([]byte(y), &cfg, Options{LookupEnv: env(nil)})
+	}
+	if err := parse(doc("", "")); err != nil {
+		t.Fatalf("every section has its own tokens: %v", err)
+	}
+	for _, in := range intakes {
+		err := parse(doc(in.Key, ""))
+		if err == nil || !strings.Contains(err.Error(), "http.allow_unauthenticated") || !strings.Contains(err.Error(), in.Key) {
+			t.Errorf("%s without tokens: err = %v, want one naming http.allow_unauthenticated and %s", in.Key, err, in.Key)
+		}
+		if err := parse(doc("", in.Key)); err != nil {
+			t.Errorf("%s disabled, the others with tokens: %v", in.Key, err)
 		}
 	}
 }

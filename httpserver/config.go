@@ -42,16 +42,13 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the section, including the secure-by-default rule: beyond
-// loopback, the intake needs a token or an explicit allow_unauthenticated.
+// Validate checks the section. The secure-by-default rule (beyond loopback,
+// every intake needs a token or an explicit allow_unauthenticated) spans the
+// adapters' sections too, so package config applies it, with BeyondLoopback.
 func (c *Config) Validate() error {
 	var p strictyaml.Problems
-	host, _, err := net.SplitHostPort(c.Address)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(c.Address); err != nil {
 		p.Add("address", "%q is not host:port (for example 127.0.0.1:8080)", c.Address)
-	} else if len(c.Tokens) == 0 && !c.AllowUnauthenticated && !IsLoopback(host) {
-		p.Add("allow_unauthenticated", "the HTTP intake would listen on %s, beyond loopback, with no token: "+
-			"set http.tokens, or set http.allow_unauthenticated: true to accept requests from anyone who can reach it", c.Address)
 	}
 	for i, t := range c.Tokens {
 		if t.Token == "" {
@@ -65,6 +62,13 @@ func (c *Config) Validate() error {
 		p.Add("write_timeout", "must be positive")
 	}
 	return p.Err()
+}
+
+// BeyondLoopback reports whether the listener can be reached from other
+// machines. An address that does not parse counts as reachable.
+func (c *Config) BeyondLoopback() bool {
+	host, _, err := net.SplitHostPort(c.Address)
+	return err != nil || !IsLoopback(host)
 }
 
 // IsLoopback reports whether a listen host reaches only this machine. An empty

@@ -186,3 +186,44 @@ func TestWritePublishError(t *testing.T) {
 		}
 	}
 }
+
+// TestNeverRedirectsWrites: the mux redirects unclean paths, which a Chef
+// client raises on for a POST; writes get a JSON 404 naming the clean path,
+// reads keep the redirect.
+func TestNeverRedirectsWrites(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Address = "127.0.0.1:0"
+	s, err := New(cfg, Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	s.Handle("POST /in/v0/{$}", ok)
+	s.Handle("GET /in/v0/{$}", ok)
+	s.Start()
+	defer s.Shutdown(context.Background())
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range []struct {
+		method, path string
+		want         int
+		body         string
+	}{
+		{"POST", "/in/v0/", 200, "ok"},
+		{"POST", "//in/v0/", 404, `{"error":"no such endpoint: //in/v0/; did you mean /in/v0/?"}`},
+		{"POST", "/in/../in/v0/", 404, "did you mean /in/v0/?"},
+		{"PUT", "//in/v0/", 404, "no such endpoint"},
+		{"GET", "//in/v0/", 0, ""}, // 0: any redirect
+	} {
+		req, _ := http.NewRequest(tt.method, "http://"+s.Addr()+tt.path, strings.NewReader("{}"))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		redirected := resp.StatusCode/100 == 3 && resp.Header.Get("Location") == "/in/v0/"
+		if (tt.want == 0 && !redirected) || (tt.want != 0 && resp.StatusCode != tt.want) || !strings.Contains(string(body), tt.body) {
+			t.Errorf("%s %s: %d %s, want %d with %q", tt.method, tt.path, resp.StatusCode, body, tt.want, tt.body)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ type Server struct {
 	tokens  *Tokens
 	cfg     Config
 	metrics *httpMetrics
+	// patterns are the ones given to Handle: any other pattern the mux
+	// reports is one it made up to redirect an unclean path.
+	patterns map[string]bool
 
 	serveErr  chan error
 	startOnce sync.Once
@@ -84,7 +88,13 @@ func (s *Server) Tokens() *Tokens { return s.tokens }
 
 // Handle registers a handler for a ServeMux pattern such as "POST /ansible/v1/events".
 // The pattern is also the `route` label of the request metrics.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) Handle(pattern string, h http.Handler) {
+	if s.patterns == nil {
+		s.patterns = map[string]bool{}
+	}
+	s.patterns[pattern] = true
+	s.mux.Handle(pattern, h)
+}
 
 // Addr is the bound address, with the real port when the config said :0.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
@@ -124,8 +134,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // route serves a request through the mux, turning the mux's plain-text 404
 // and 405 answers into JSON errors, with the Allow header kept.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// The mux would redirect an unclean path ("//", ".."). Senders such
+		// as chef-client raise on a redirected POST and others drop the
+		// body, so a write is told where to go instead.
+		if clean := cleanPath(r.URL.Path); clean != r.URL.Path {
+			WriteError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+"; did you mean "+clean+"?", "")
+			return
+		}
+	}
 	h, pattern := s.mux.Handler(r)
-	if pattern != "" {
+	if s.patterns[pattern] {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
@@ -138,12 +157,36 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, probe.code, r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+allow, "")
 	case http.StatusNotFound:
 		WriteError(w, probe.code, "no such endpoint: "+r.URL.Path, "")
-	default: // a redirect the mux makes to clean a path
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		// The mux adds a missing "/" for a subtree pattern; as above, only
+		// reads are redirected.
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			WriteError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+"; did you mean "+probe.header.Get("Location")+"?", "")
+			return
+		}
+		fallthrough
+	default:
 		for k, v := range probe.header {
 			w.Header()[k] = v
 		}
 		w.WriteHeader(probe.code)
 	}
+}
+
+// cleanPath is the mux's canonical form of a path: path.Clean, keeping a
+// trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	clean := path.Clean(p)
+	if p[len(p)-1] == '/' && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 // probeWriter captures the mux's own 404/405/redirect answer, body discarded.

@@ -28,6 +28,7 @@ const (
 	cmdCheck      = "go run ./cmd/bridge check --config examples/tour.yaml"
 	cmdPasswd     = "printf %s 'the-password' | go run ./cmd/bridge passwd"
 	cmdBroker     = "go run ./cmd/broker --config examples/tour.yaml"
+	cmdChef       = "curl -s --data-binary @adapters/chef/testdata/01_run_start_chef12_ubuntu/input.json 127.0.0.1:8080/data-collector/v0/"
 )
 
 // Commands in the README that other tests or tools cover.
@@ -67,7 +68,7 @@ func readmeCommands(t *testing.T) []string {
 
 func TestReadmeCommandsAreCovered(t *testing.T) {
 	known := map[string]bool{}
-	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker} {
+	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker, cmdChef} {
 		known[c] = true
 	}
 	for c := range coveredElsewhere {
@@ -191,6 +192,12 @@ func TestReadme(t *testing.T) {
 		if !strings.Contains(p.Output(), "refused publish: anonymous clients are read-only") {
 			t.Errorf("the refusal was not logged:\n%s", p.Output())
 		}
+
+		out, err = shell(t, bins, cmdChef).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != `{"status":"ok","type":"run_start","messages":1}` {
+			t.Fatalf("%s: %v: %q", cmdChef, err, out)
+		}
+		expectLine(t, lines, "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/run/start {")
 	})
 
 	t.Run("check and passwd", func(t *testing.T) {

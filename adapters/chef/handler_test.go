@@ -1,0 +1,375 @@
+package chef
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/testbus"
+	"github.com/opsfirehose/firehose/internal/testkit"
+)
+
+const testToken = "dc-token-123"
+
+// bridge is the adapter behind a real HTTP server, publishing on a real broker.
+type bridge struct {
+	bus *testbus.Bus
+	srv *httptest.Server
+	h   *Handler
+}
+
+func startBridge(t *testing.T, cfg Config) *bridge {
+	t.Helper()
+	b := testbus.Start(t)
+	h, err := New(cfg, Options{
+		Publisher: b,
+		Tokens:    httpserver.NewTokens([]httpserver.Token{{Name: "chef-clients", Token: testToken}}),
+		Now:       func() time.Time { return fixedNow },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &bridge{bus: b, srv: srv, h: h}
+}
+
+// noRedirects is an HTTP client that fails on any redirect, as chef-client
+// does on a redirected POST.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
+	return errors.New("redirected")
+}}
+
+// postLikeChef POSTs body with the headers chef-client sends.
+func postLikeChef(t *testing.T, url string, body []byte, runID string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-data-collector-token", testToken)
+	req.Header.Set("x-data-collector-auth", "version=1.0")
+	req.Header.Set("X-REMOTE-REQUEST-ID", runID)
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestEndToEnd posts every golden case the way chef-client does and checks
+// what real MQTT subscribers with wildcard filters receive.
+func TestEndToEnd(t *testing.T) {
+	br := startBridge(t, DefaultConfig())
+	all := br.bus.Subscribe(t, "chef/#")
+	statuses := br.bus.Subscribe(t, "chef/+/+/status")
+	resources := br.bus.Subscribe(t, "chef/+/+/resource/+/#")
+	var wantAll, wantStatus, wantResources []string
+	for i, c := range goldenCases(t) {
+		if _, err := os.Stat(filepath.Join(c.dir, "config.yaml")); err == nil {
+			continue // needs another config; covered by TestGolden
+		}
+		url := br.srv.URL + Path
+		if i%2 == 1 {
+			url = br.srv.URL + PathNoEnd
+		}
+		code, body := postLikeChef(t, url, c.input, c.name)
+		if code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
+			t.Fatalf("%s: %d %s", c.name, code, body)
+		}
+		want, err := os.ReadFile(filepath.Join(c.dir, "output.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(string(want), "\n"), "\n") {
+			topic := strings.SplitN(line, "\t", 2)[0]
+			wantAll = append(wantAll, line)
+			if strings.HasSuffix(topic, "/status") {
+				wantStatus = append(wantStatus, line)
+			}
+			if strings.Contains(topic, "/resource/") {
+				wantResources = append(wantResources, line)
+			}
+		}
+	}
+	check := func(name string, ch <-chan testkit.Received, barrier string, want []string) {
+		t.Helper()
+		got := br.bus.Collect(t, ch, barrier)
+		var lines []string
+		for _, m := range got {
+			// A subscriber sees retained=false on live messages: the flag
+			// reaches only those who subscribe later (checked below).
+			lines = append(lines, m.Topic+"\t"+payloadOrDigest([]byte(m.Payload)))
+		}
+		var wantLines []string
+		for _, w := range want {
+			f := strings.SplitN(w, "\t", 3)
+			wantLines = append(wantLines, f[0]+"\t"+f[2])
+		}
+		if strings.Join(lines, "\n") != strings.Join(wantLines, "\n") {
+			t.Errorf("%s received:\n%s\nwant:\n%s", name, strings.Join(lines, "\n"), strings.Join(wantLines, "\n"))
+		}
+	}
+	check("chef/#", all, "chef/barrier", wantAll)
+	check("chef/+/+/status", statuses, "chef/barrier/x/status", wantStatus)
+	check("chef/+/+/resource/+/#", resources, "chef/barrier/x/resource/x/y", wantResources)
+	if len(wantResources) != 13 || len(wantStatus) != 2 {
+		t.Fatalf("%d resource and %d status messages expected from the fixtures", len(wantResources), len(wantStatus))
+	}
+
+	// A dashboard that subscribes now gets the whole fleet's last state at
+	// once, from the retained status messages.
+	late := br.bus.Subscribe(t, "chef/+/+/status")
+	got := map[string]testkit.Received{}
+	for range 2 {
+		m := testkit.Next(t, late)
+		got[m.Topic] = m
+	}
+	for _, topic := range []string{"chef/chef/chefdk-ubuntu-16.04-tester-91bc78/status", "chef/chefit-development/FVFWM0M8HV2J/status"} {
+		m, ok := got[topic]
+		if !ok || !m.Retained {
+			t.Errorf("no retained status on %s: %+v", topic, got)
+		}
+		var s Summary
+		if err := json.Unmarshal([]byte(m.Payload), &s); err != nil || s.RunID == "" {
+			t.Errorf("%s: %v %s", topic, err, m.Payload)
+		}
+	}
+
+	// The run_start body arrives byte for byte, invalid UTF-8 included.
+	sub := br.bus.Subscribe(t, "chef/ops/web02.example.org/run/start")
+	input, _ := os.ReadFile("testdata/09_run_start_invalid_utf8/input.json")
+	if code, body := postLikeChef(t, br.srv.URL+Path, input, "x"); code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+	if m := testkit.Next(t, sub); m.Payload != string(input) {
+		t.Fatalf("payload changed in transit:\n%q\n%q", m.Payload, input)
+	}
+}
+
+func TestResourceMessages(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ResourceStatuses = []string{"up-to-date", "skipped"}
+	h := newTestHandler(t, cfg, nil)
+	body, _ := os.ReadFile("testdata/02_run_converge_success_chef12_ubuntu/input.json")
+	_, msgs, err := h.messages(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 92 resources: 13 updated, the rest up-to-date or skipped.
+	if len(msgs) != 1+79+1 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	var cookbookless int
+	for i, m := range msgs[1 : len(msgs)-1] {
+		var p struct {
+			RunID            string          `json:"run_id"`
+			NodeName         string          `json:"node_name"`
+			OrganizationName string          `json:"organization_name"`
+			PolicyName       *string         `json:"policy_name"`
+			PolicyGroup      *string         `json:"policy_group"`
+			Resource         json.RawMessage `json:"resource"`
+		}
+		if err := json.Unmarshal(m.Payload, &p); err != nil {
+			t.Fatalf("resource message %d: %v", i, err)
+		}
+		var r struct {
+			Status       string  `json:"status"`
+			CookbookName *string `json:"cookbook_name"`
+		}
+		_ = json.Unmarshal(p.Resource, &r)
+		if p.RunID != "b3bbae70-1e93-4ffe-8499-9559601631fa" || p.NodeName != "chefdk-ubuntu-16.04-tester-91bc78" ||
+			p.OrganizationName != "chef" || p.PolicyName != nil || p.PolicyGroup != nil ||
+			!strings.HasSuffix(m.Topic, "/"+r.Status) || !bytes.Contains(body, p.Resource) {
+			t.Fatalf("resource message %d on %s: %s", i, m.Topic, m.Payload)
+		}
+		if r.CookbookName == nil {
+			cookbookless++
+			if !strings.Contains(m.Topic, "/resource/_/") {
+				t.Fatalf("a resource without a cookbook went to %s", m.Topic)
+			}
+		}
+	}
+	if cookbookless != 11 {
+		t.Fatalf("%d resources without a cookbook", cookbookless)
+	}
+
+	cfg.ResourceStatuses = []string{}
+	h = newTestHandler(t, cfg, nil)
+	if _, msgs, _ = h.messages(body); len(msgs) != 2 {
+		t.Fatalf("resource_statuses [] published %d messages", len(msgs))
+	}
+}
+
+func TestHeadersAndDedupIDs(t *testing.T) {
+	h := newTestHandler(t, DefaultConfig(), nil)
+	ids := map[string]string{}
+	for _, c := range goldenCases(t) {
+		if c.name == "08_public_bus_profile" {
+			continue
+		}
+		_, msgs, err := h.messages(c.input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, again, _ := h.messages(c.input)
+		for i, m := range msgs {
+			id := m.Headers[bus.HeaderMsgID]
+			if m.Headers[bus.HeaderSource] != "chef" || m.Headers[bus.HeaderReceivedAt] != "2024-03-05T10:31:00Z" || m.QoS != 1 {
+				t.Errorf("%s: headers %v qos %d", m.Topic, m.Headers, m.QoS)
+			}
+			if again[i].Headers[bus.HeaderMsgID] != id {
+				t.Errorf("%s: the de-dup id changes on retry", m.Topic)
+			}
+			if prev, dup := ids[id]; dup {
+				t.Errorf("%s and %s share the de-dup id %s", prev, m.Topic, id)
+			}
+			ids[id] = m.Topic
+		}
+	}
+	for id, topic := range map[string]string{
+		"b3bbae70-1e93-4ffe-8499-9559601631fa:run_start":     "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/run/start",
+		"b3bbae70-1e93-4ffe-8499-9559601631fa:run_converge":  "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/run/success",
+		"b3bbae70-1e93-4ffe-8499-9559601631fa:status":        "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/status",
+		"b3bbae70-1e93-4ffe-8499-9559601631fa:resource:4":    "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/resource/opscode-ci/updated",
+		"0766e90f-fa48-44ed-acf4-fa9011758838:action":        "chef/chef/action/node/delete/a2-local-fresh-install-unstable.cd.chef.co",
+		"7d4b2f9e-1a3c-4e5d-8f60-9b1a2c3d4e5f:inspec_report": "chef/ops/web01.example.org/compliance/failed",
+	} {
+		if ids[id] != topic {
+			t.Errorf("id %s is on %q, want %s", id, ids[id], topic)
+		}
+	}
+}
+
+// TestBadInput: each refusal is the right 4xx with a JSON error naming the
+// problem, and nothing reaches the bus.
+func TestBadInput(t *testing.T) {
+	br := startBridge(t, DefaultConfig())
+	sub := br.bus.Subscribe(t, "#")
+	converge, _ := os.ReadFile("testdata/02_run_converge_success_chef12_ubuntu/input.json")
+	start, _ := os.ReadFile("testdata/01_run_start_chef12_ubuntu/input.json")
+	replace := func(b []byte, old, new string) []byte {
+		if !bytes.Contains(b, []byte(old)) {
+			t.Fatalf("%q not in the fixture", old)
+		}
+		return bytes.Replace(b, []byte(old), []byte(new), 1)
+	}
+	tests := []struct {
+		name   string
+		body   []byte
+		token  string // "-" for none
+		header string
+		code   int
+		error  string
+		field  string
+	}{
+		{"truncated JSON", converge[:len(converge)/2], testToken, "", 400, "invalid JSON at byte 130563: unexpected end of input", ""},
+		{"wrong type for status", replace(converge, `"status": "success"`, `"status": 1`), testToken, "", 400, "status must be a string, got a number", "status"},
+		{"missing node_name", replace(start, `"node_name": "chefdk-ubuntu-16.04-tester-91bc78",`, ""), testToken, "", 400, "missing node_name", "node_name"},
+		{"node_name against Chef's rule", replace(start, `"chefdk-ubuntu-16.04-tester-91bc78"`, `"web/01"`), testToken, "", 400, "does not follow Chef's rule", "node_name"},
+		{"schema", replace(start, `"source": "chef_client"`, `"source": "ansible"`), testToken, "", 400, "source: value must be one of", "source"},
+		{"unknown message type", []byte(`{"message_type":"run_middle"}`), testToken, "", 400, "unknown message type", ""},
+		{"40 MiB body", bytes.Repeat([]byte(" "), 40<<20), testToken, "", 413, "over the limit of 32MiB", ""},
+		{"40 MiB chunked body", nil, testToken, "chunked", 413, "over the limit of 32MiB", ""},
+		{"empty body", nil, testToken, "", 400, "empty body", ""},
+		{"wrong token", start, "not-the-token", "", 403, "invalid token", ""},
+		{"missing token", start, "-", "", 401, "missing token", ""},
+		{"token only in x-data-collector-auth", start, "-", "x-data-collector-auth", 401, "missing token", ""},
+		{"token in api-token", replace(start, `"node_name": "chefdk-ubuntu-16.04-tester-91bc78",`, ""), "-", "api-token", 400, "missing node_name", "node_name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, br.srv.URL+Path, bytes.NewReader(tt.body))
+			if tt.header == "chunked" {
+				// No Content-Length: the limit must hold while reading.
+				req, _ = http.NewRequest(http.MethodPost, br.srv.URL+Path, io.MultiReader(bytes.NewReader(bytes.Repeat([]byte(" "), 40<<20))))
+				tt.header = ""
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("x-data-collector-auth", "version=1.0")
+			if tt.token != "-" {
+				req.Header.Set("x-data-collector-token", tt.token)
+			}
+			if tt.header != "" {
+				req.Header.Set(tt.header, testToken)
+			}
+			code, body := do(t, req)
+			var e httpserver.ErrorBody
+			if err := json.Unmarshal([]byte(body), &e); err != nil {
+				t.Fatalf("%d, not a JSON error: %q", code, body)
+			}
+			if code != tt.code || !strings.Contains(e.Error, tt.error) || e.Field != tt.field {
+				t.Fatalf("got %d %s; want %d %q field %q", code, body, tt.code, tt.error, tt.field)
+			}
+			br.bus.Barrier(t, sub, "test/barrier")
+		})
+	}
+}
+
+func TestPaths(t *testing.T) {
+	br := startBridge(t, DefaultConfig())
+	for _, p := range []string{Path, PathNoEnd} {
+		code, body := do(t, mustRequest(t, http.MethodGet, br.srv.URL+p))
+		if code != http.StatusOK || strings.TrimSpace(body) != `{"status":"ok"}` {
+			t.Errorf("GET %s: %d %s", p, code, body)
+		}
+		start, _ := os.ReadFile("testdata/01_run_start_chef12_ubuntu/input.json")
+		if code, body := postLikeChef(t, br.srv.URL+p, start, "x"); code != http.StatusOK {
+			t.Errorf("POST %s: %d %s", p, code, body)
+		}
+	}
+	if code, _ := do(t, mustRequest(t, http.MethodPut, br.srv.URL+Path)); code != http.StatusMethodNotAllowed {
+		t.Errorf("PUT: %d", code)
+	}
+	if code, _ := postLikeChef(t, br.srv.URL+Path+"extra", []byte(`{}`), "x"); code != http.StatusNotFound {
+		t.Errorf("POST below the path: %d", code)
+	}
+}
+
+func mustRequest(t *testing.T, method, url string) *http.Request {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// With the broker down, the sender is told to retry: 503 with Retry-After,
+// never a 2xx.
+func TestPublishFailure(t *testing.T) {
+	br := startBridge(t, DefaultConfig())
+	if err := br.bus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start, _ := os.ReadFile("testdata/01_run_start_chef12_ubuntu/input.json")
+	req, _ := http.NewRequest(http.MethodPost, br.srv.URL+Path, bytes.NewReader(start))
+	req.Header.Set("x-data-collector-token", testToken)
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("%d Retry-After=%q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}

@@ -1,0 +1,288 @@
+package chef
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/opsfirehose/firehose/bus"
+	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
+	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Source is the Firehose-Source header of every Chef message.
+const Source = "chef"
+
+// De-duplication id suffixes of the messages derived from a run_converge.
+const (
+	idStatus   = "status"
+	idResource = "resource"
+)
+
+// builder turns parsed messages into bus messages. It is immutable once made.
+type builder struct {
+	topics   topics.Chef
+	statuses map[string]bool
+	levels   map[string]levelRules
+	redact   *redactor
+}
+
+// build returns every bus message one data-collector message produces, or an
+// *chefpayload.Error when a topic cannot be built from it.
+func (b *builder) build(m chefpayload.Message, now time.Time) ([]bus.Message, error) {
+	switch m := m.(type) {
+	case *chefpayload.RunStart:
+		t, err := b.topics.RunStart(m.OrganizationName, m.NodeName)
+		if err != nil {
+			return nil, topicError(err, "")
+		}
+		return []bus.Message{bus.NewMessage(Source, dedupID(m.RunID, m.Body, m.Kind()), t, m.Body, now)}, nil
+	case *chefpayload.RunConverge:
+		return b.converge(m, now)
+	case *chefpayload.Action:
+		org := ""
+		if m.OrganizationName != nil {
+			org = *m.OrganizationName
+		}
+		t, err := b.topics.Action(org, m.EntityType, m.Task, m.EntityName)
+		if err != nil {
+			return nil, topicError(err, "")
+		}
+		id := m.ID
+		if id == "" {
+			id = m.RunID
+		}
+		return []bus.Message{bus.NewMessage(Source, dedupID(id, m.Body, m.Kind()), t, m.Body, now)}, nil
+	case *chefpayload.Liveness:
+		t, err := b.topics.Liveness(m.OrganizationName, m.NodeName)
+		if err != nil {
+			return nil, topicError(err, "")
+		}
+		// A ping has no run id; its body (entity, timestamp) is what a retry repeats.
+		return []bus.Message{bus.NewMessage(Source, dedupID("", m.Body, m.Kind()), t, m.Body, now)}, nil
+	case *chefpayload.Compliance:
+		t, err := b.topics.Compliance(m.OrganizationName, m.NodeName, m.Status)
+		if err != nil {
+			return nil, topicError(err, "")
+		}
+		return []bus.Message{bus.NewMessage(Source, dedupID(m.ReportUUID, m.Body, m.Kind()), t, m.Body, now)}, nil
+	}
+	return nil, chefpayload.ErrUnknownType
+}
+
+// converge makes the run's end message, one message per resource whose
+// status is configured, and the retained status summary, in that order.
+func (b *builder) converge(c *chefpayload.RunConverge, now time.Time) ([]bus.Message, error) {
+	runEnd, err := b.topics.RunEnd(c.OrganizationName, c.NodeName, c.Status)
+	if err != nil {
+		return nil, topicError(err, "")
+	}
+	statusTopic, err := b.topics.Status(c.OrganizationName, c.NodeName)
+	if err != nil {
+		return nil, topicError(err, "")
+	}
+	payload, records := b.rewrite(c)
+	msgs := make([]bus.Message, 0, 2+len(c.Resources))
+	msgs = append(msgs, bus.NewMessage(Source, dedupID(c.RunID, nil, c.Kind()), runEnd, payload, now))
+
+	head := resourceHead(c)
+	failed := 0
+	for i, r := range c.Resources {
+		if r.Status == "failed" {
+			failed++
+		}
+		if !b.statuses[r.Status] {
+			continue
+		}
+		t, err := b.topics.Resource(c.OrganizationName, c.NodeName, r.CookbookName, r.Status)
+		if err != nil {
+			return nil, topicError(err, "resources["+strconv.Itoa(r.Index)+"]")
+		}
+		p := make([]byte, 0, len(head)+len(records[i])+16)
+		p = append(append(append(p, head...), records[i]...), '}')
+		id := c.RunID + ":" + idResource + ":" + strconv.Itoa(r.Index)
+		msgs = append(msgs, bus.NewMessage(Source, id, t, p, now))
+	}
+
+	status := bus.NewMessage(Source, c.RunID+":"+idStatus, statusTopic, summary(c, failed), now)
+	status.Retain = true
+	return append(msgs, status), nil
+}
+
+// splice replaces Body[off:off+n] with data.
+type splice struct {
+	off, n int
+	data   []byte
+}
+
+// rewrite applies the attribute lists and redaction. With neither
+// configured it returns the body itself and the resource records as they
+// are: nothing is copied.
+func (b *builder) rewrite(c *chefpayload.RunConverge) (payload []byte, records [][]byte) {
+	records = make([][]byte, len(c.Resources))
+	for i, r := range c.Resources {
+		records[i] = r.Raw
+	}
+	var splices []splice
+	redactKeys := b.redact != nil && b.redact.keys != nil
+	if c.Node.Raw != nil && (len(b.levels) > 0 || redactKeys) {
+		it := rawjson.Members(c.Node.Raw)
+		for it.Next() {
+			level := rawjson.Key(it.Key())
+			if !slices.Contains(levels, level) {
+				continue
+			}
+			v := it.Value()
+			nv := v
+			if rules, ok := b.levels[level]; ok {
+				nv = rules.apply(nv)
+			}
+			nv = b.redact.attributes(nv)
+			splices = append(splices, splice{off: c.Node.Offset + it.Offset(), n: len(v), data: nv})
+		}
+	}
+	if b.redact.on() {
+		for i, r := range c.Resources {
+			records[i] = b.redact.resource(r.Raw)
+			splices = append(splices, splice{off: r.Offset, n: len(r.Raw), data: records[i]})
+		}
+	}
+	if len(splices) == 0 {
+		return c.Body, records
+	}
+	slices.SortFunc(splices, func(x, y splice) int { return x.off - y.off })
+	size := len(c.Body)
+	for _, s := range splices {
+		size += len(s.data) - s.n
+	}
+	out := make([]byte, 0, size)
+	at := 0
+	for _, s := range splices {
+		out = append(append(out, c.Body[at:s.off]...), s.data...)
+		at = s.off + s.n
+	}
+	return append(out, c.Body[at:]...), records
+}
+
+// resourceHead is the start of every resource message of a run, up to the
+// record: {"run_id":…,"node_name":…,"organization_name":…,"policy_name":…,
+// "policy_group":…,"resource":
+func resourceHead(c *chefpayload.RunConverge) []byte {
+	h := make([]byte, 0, 256)
+	h = append(h, `{"run_id":`...)
+	h = rawjson.AppendString(h, c.RunID)
+	h = append(h, `,"node_name":`...)
+	h = rawjson.AppendString(h, c.NodeName)
+	h = append(h, `,"organization_name":`...)
+	h = rawjson.AppendString(h, c.OrganizationName)
+	h = append(h, `,"policy_name":`...)
+	h = appendOptString(h, c.PolicyName)
+	h = append(h, `,"policy_group":`...)
+	h = appendOptString(h, c.PolicyGroup)
+	return append(h, `,"resource":`...)
+}
+
+func appendOptString(dst []byte, s *string) []byte {
+	if s == nil {
+		return append(dst, "null"...)
+	}
+	return rawjson.AppendString(dst, *s)
+}
+
+// Summary is the retained chef/<org>/<node>/status payload: the node's last
+// known state, compact enough for a dashboard to take the whole fleet's at
+// once. Fields the run did not report are null.
+type Summary struct {
+	NodeName             string  `json:"node_name"`
+	OrganizationName     string  `json:"organization_name"`
+	RunID                string  `json:"run_id"`
+	Status               string  `json:"status"`
+	StartTime            *string `json:"start_time"`
+	EndTime              *string `json:"end_time"`
+	DurationMS           *int64  `json:"duration_ms"`
+	TotalResourceCount   *int64  `json:"total_resource_count"`
+	UpdatedResourceCount *int64  `json:"updated_resource_count"`
+	// FailedResourceCount counts the records with status "failed".
+	FailedResourceCount int     `json:"failed_resource_count"`
+	PolicyName          *string `json:"policy_name"`
+	PolicyGroup         *string `json:"policy_group"`
+	// ChefVersion is node.automatic.chef_packages.chef.version.
+	ChefVersion *string `json:"chef_version"`
+	EntityUUID  *string `json:"entity_uuid"`
+	// ErrorClass and ErrorMessage are present only for a failed run.
+	ErrorClass   *string `json:"error_class,omitempty"`
+	ErrorMessage *string `json:"error_message,omitempty"`
+}
+
+func summary(c *chefpayload.RunConverge, failed int) []byte {
+	s := Summary{
+		NodeName:             c.NodeName,
+		OrganizationName:     c.OrganizationName,
+		RunID:                c.RunID,
+		Status:               c.Status,
+		StartTime:            c.StartTime,
+		EndTime:              c.EndTime,
+		TotalResourceCount:   c.TotalResourceCount,
+		UpdatedResourceCount: c.UpdatedResourceCount,
+		FailedResourceCount:  failed,
+		PolicyName:           c.PolicyName,
+		PolicyGroup:          c.PolicyGroup,
+		ChefVersion:          c.ChefVersion,
+		EntityUUID:           c.EntityUUID,
+	}
+	if c.StartTime != nil && c.EndTime != nil {
+		start, err1 := time.Parse(time.RFC3339, *c.StartTime)
+		end, err2 := time.Parse(time.RFC3339, *c.EndTime)
+		if err1 == nil && err2 == nil {
+			ms := end.Sub(start).Milliseconds()
+			s.DurationMS = &ms
+		}
+	}
+	if c.Status == "failure" && c.Error != nil {
+		s.ErrorClass, s.ErrorMessage = c.Error.Class, c.Error.Message
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // strings and numbers only: cannot fail
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// dedupID is the message's Nats-Msg-Id: the run (or message, or report) id
+// and the kind, which a sender's retry repeats. Without an id, the body's
+// digest stands in for it.
+func dedupID(id string, body []byte, k chefpayload.Kind) string {
+	if id == "" {
+		sum := sha256.Sum256(body)
+		id = "sha256-" + hex.EncodeToString(sum[:])
+	}
+	return id + ":" + k.String()
+}
+
+// topicError turns a topic builder's error into a 400 naming the JSON field
+// at fault; prefix is the resource path for resource topics.
+func topicError(err error, prefix string) error {
+	var le *topics.LevelError
+	if !errors.As(err, &le) {
+		return &chefpayload.Error{Msg: err.Error()}
+	}
+	field := le.Level
+	switch le.Level {
+	case "org":
+		field = "organization_name"
+	case "node":
+		field = "node_name"
+	case "cookbook":
+		field = "cookbook_name"
+	}
+	if prefix != "" && (le.Level == "cookbook" || le.Level == "status") {
+		field = prefix + "." + field
+	}
+	return &chefpayload.Error{Field: field, Msg: field + ": " + le.Err.Error()}
+}

@@ -1,0 +1,168 @@
+// Package launchpad is the bridge's intake for Launchpad's notification
+// mails, which lpmqtt used to read from IMAP: POST /launchpad/v1/events
+// takes one mail (Content-Type: message/rfc822), from `bridge ingest
+// launchpad` in an MTA pipe or from curl, and publishes lpmqtt's payload on
+// launchpad/<project>/<event type>/<bug number>, filled left to right until
+// a level is unknown.
+//
+// It must not publish anything from a request it refuses.
+package launchpad
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/adapters/intake"
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/httpserver"
+	payload "github.com/opsfirehose/firehose/payloads/launchpad"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Source is the adapter's name, in the Firehose-Source header and logs.
+const Source = "launchpad"
+
+// Path is the endpoint.
+const Path = "/launchpad/v1/events"
+
+// Token headers, besides "Authorization: Bearer <token>": the source's own,
+// and the one the other adapters share.
+const (
+	TokenHeader       = "X-Launchpad-Token"
+	SharedTokenHeader = "X-Firehose-Token"
+)
+
+// ContentType is the media type of a mail.
+const ContentType = "message/rfc822"
+
+// Config is the `launchpad:` section: enabled, topic_prefix, tokens and max_body.
+type Config = intake.Config
+
+// DefaultConfig is enabled, with the firehose's prefix.
+func DefaultConfig() Config {
+	return Config{Enabled: true, TopicPrefix: topics.DefaultLaunchpadPrefix, MaxBody: 10 * bytesize.MiB}
+}
+
+// Options are what the handler needs besides its config section.
+type Options = intake.Options
+
+// Handler serves POST /launchpad/v1/events. It is safe for concurrent use.
+type Handler struct {
+	cfg       Config
+	pub       bus.Publisher
+	log       zerolog.Logger
+	tokens    *httpserver.Tokens
+	now       func() time.Time
+	topics    topics.Launchpad
+	published *prometheus.CounterVec
+}
+
+// New validates the config and prepares the handler; it does no I/O.
+func New(cfg Config, opts Options) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("launchpad: %w", err)
+	}
+	if opts.Publisher == nil {
+		return nil, errors.New("launchpad: no publisher")
+	}
+	h := &Handler{
+		cfg: cfg, pub: opts.Publisher, log: opts.Logger, tokens: opts.Tokens, now: opts.Clock(),
+		topics: topics.Launchpad{Prefix: cfg.TopicPrefix},
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_launchpad_notifications_published_total",
+			Help: "Launchpad notification mails published on the bus, by kind (bug or other).",
+		}, []string{"kind"}),
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(h.published); err != nil {
+			return nil, fmt.Errorf("launchpad metrics: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// Register adds POST /launchpad/v1/events to mux.
+func (h *Handler) Register(mux interface{ Handle(string, http.Handler) }) {
+	mux.Handle("POST "+Path, h)
+}
+
+// ServeHTTP authenticates, parses the mail and publishes its notification.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	client, ok := httpserver.Authenticate(w, r, h.tokens, "Authorization", TokenHeader, SharedTokenHeader)
+	if !ok {
+		h.refused(r, client, "authentication")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !acceptedType(ct) {
+		h.refused(r, client, "content type")
+		httpserver.WriteError(w, http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Type %q: send the mail as %s", ct, ContentType), "Content-Type")
+		return
+	}
+	body, ok := httpserver.ReadBody(w, r, h.cfg.MaxBody)
+	if !ok {
+		h.refused(r, client, "body")
+		return
+	}
+	n, err := payload.Parse(body)
+	if err != nil {
+		var e *payload.Error
+		errors.As(err, &e)
+		h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Err(err).Msg("launchpad mail refused")
+		httpserver.WriteError(w, http.StatusBadRequest, err.Error(), e.Field)
+		return
+	}
+	topic, err := h.topics.Event(n.Project, n.EventType, n.BugNumber)
+	if err != nil {
+		var le *topics.LevelError
+		field := ""
+		if errors.As(err, &le) {
+			field = levelField[le.Level]
+		}
+		h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Err(err).Msg("launchpad mail refused")
+		httpserver.WriteError(w, http.StatusBadRequest, err.Error(), field)
+		return
+	}
+	msg := bus.NewMessage(Source, n.ID, topic, n.Payload, h.now())
+	if err := h.pub.Publish(r.Context(), msg); err != nil {
+		h.log.Warn().Err(err).Str("topic", topic).Str("client", client).Msg("launchpad notification not published")
+		httpserver.WritePublishError(w, err)
+		return
+	}
+	kind := "other"
+	if n.Type == payload.TypeBug {
+		kind = payload.TypeBug
+	}
+	h.published.WithLabelValues(kind).Inc()
+	h.log.Debug().Str("topic", topic).Msg("launchpad notification")
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"accepted": 1, "topic": topic})
+}
+
+// levelField names, for a topic level that could not be built, the mail
+// header it came from.
+var levelField = map[string]string{
+	"project":    payload.HeaderBug,
+	"event_type": payload.HeaderNotificationType,
+	"bug_number": payload.HeaderSubject,
+}
+
+// acceptedType lets curl's and MTAs' usual types through: the mail's own
+// type, plain text, raw bytes, or none.
+func acceptedType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == ContentType || mt == "text/plain" || mt == "application/octet-stream")
+}
+
+func (h *Handler) refused(r *http.Request, client, why string) {
+	h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Str("stage", why).Msg("launchpad request refused")
+}

@@ -1,0 +1,279 @@
+// Package subunit is the bridge's intake for the OpenStack subunit workers'
+// results, published on gearman-subunit/<worker>/<git namespace>/<repo>/<change>
+// with the firehose schema's payload (status, build_uuid, source_url).
+// POST /subunit/v1/events takes either the JSON a worker posts or, with
+// Content-Type: application/x-subunit, a subunit v2 stream that the bridge
+// reads itself: the status is "success" only if no test failed.
+//
+// It must not publish anything from a request it refuses.
+package subunit
+
+import (
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/adapters/intake"
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/httpserver"
+	payload "github.com/opsfirehose/firehose/payloads/subunit"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Source is the adapter's name, in the Firehose-Source header and logs.
+const Source = "subunit"
+
+// Path is the endpoint.
+const Path = "/subunit/v1/events"
+
+// Token headers, besides "Authorization: Bearer <token>": the source's own,
+// and the one the other adapters share.
+const (
+	TokenHeader       = "X-Subunit-Token"
+	SharedTokenHeader = "X-Firehose-Token"
+)
+
+// StreamType is the Content-Type of a subunit v2 stream.
+const StreamType = "application/x-subunit"
+
+// Config is the `subunit:` section: enabled, topic_prefix, tokens and max_body.
+type Config = intake.Config
+
+// DefaultConfig is enabled, with the firehose's prefix.
+func DefaultConfig() Config {
+	return Config{Enabled: true, TopicPrefix: topics.DefaultSubunitPrefix, MaxBody: 128 * bytesize.MiB}
+}
+
+// Options are what the handler needs besides its config section.
+type Options = intake.Options
+
+// Handler serves POST /subunit/v1/events. It is safe for concurrent use.
+type Handler struct {
+	cfg       Config
+	pub       bus.Publisher
+	log       zerolog.Logger
+	tokens    *httpserver.Tokens
+	now       func() time.Time
+	topics    topics.Subunit
+	published *prometheus.CounterVec
+}
+
+// New validates the config and prepares the handler; it does no I/O.
+func New(cfg Config, opts Options) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("subunit: %w", err)
+	}
+	if opts.Publisher == nil {
+		return nil, errors.New("subunit: no publisher")
+	}
+	h := &Handler{
+		cfg: cfg, pub: opts.Publisher, log: opts.Logger, tokens: opts.Tokens, now: opts.Clock(),
+		topics: topics.Subunit{Prefix: cfg.TopicPrefix},
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_subunit_results_published_total",
+			Help: "Subunit worker results published on the bus, by status and by input (json or stream).",
+		}, []string{"status", "input"}),
+	}
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(h.published); err != nil {
+			return nil, fmt.Errorf("subunit metrics: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// Register adds POST /subunit/v1/events to mux.
+func (h *Handler) Register(mux interface{ Handle(string, http.Handler) }) {
+	mux.Handle("POST "+Path, h)
+}
+
+// ServeHTTP authenticates and takes a JSON result or a subunit v2 stream,
+// by Content-Type.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	client, ok := httpserver.Authenticate(w, r, h.tokens, "Authorization", TokenHeader, SharedTokenHeader)
+	if !ok {
+		h.refused(r, client, "authentication", nil)
+		return
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch {
+	case mt == StreamType:
+		h.serveStream(w, r, client)
+	case mt == "application/json" || ct == "":
+		h.serveJSON(w, r, client)
+	default:
+		h.refused(r, client, "content type", nil)
+		httpserver.WriteError(w, http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Type %q: send application/json for a worker's result, or %s for a subunit v2 stream", ct, StreamType),
+			"Content-Type")
+	}
+}
+
+func (h *Handler) serveJSON(w http.ResponseWriter, r *http.Request, client string) {
+	body, ok := httpserver.ReadBody(w, r, h.cfg.MaxBody)
+	if !ok {
+		h.refused(r, client, "body", nil)
+		return
+	}
+	res, err := payload.ParseResult(body)
+	if err != nil {
+		h.badRequest(w, r, client, err)
+		return
+	}
+	h.publish(w, r, client, res, "json", nil)
+}
+
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client string) {
+	// The query is checked first, so that a bad one is refused before a
+	// large stream is read.
+	res, err := payload.ResultFromQuery(r.URL.Query())
+	if err != nil {
+		h.badRequest(w, r, client, err)
+		return
+	}
+	if r.ContentLength > int64(h.cfg.MaxBody) {
+		h.refused(r, client, "body", nil)
+		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "stream of "+bytesize.Size(r.ContentLength).String()+
+			" is over the limit of "+h.cfg.MaxBody.String(), "")
+		return
+	}
+	var stream io.Reader = http.MaxBytesReader(w, r.Body, int64(h.cfg.MaxBody))
+	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc == "gzip" {
+		gz, err := gzip.NewReader(stream)
+		if err != nil {
+			h.streamError(w, r, client, fmt.Errorf("reading the gzip body: %w", err))
+			return
+		}
+		defer gz.Close()
+		stream = &limitReader{r: gz, left: int64(h.cfg.MaxBody)}
+	} else if enc != "" && enc != "identity" {
+		h.refused(r, client, "content encoding", nil)
+		httpserver.WriteError(w, http.StatusUnsupportedMediaType, "Content-Encoding "+enc+": only gzip is understood", "Content-Encoding")
+		return
+	}
+	sum, err := payload.Summarize(stream)
+	if err != nil {
+		h.streamError(w, r, client, err)
+		return
+	}
+	if sum.Packets == 0 {
+		h.badRequest(w, r, client, &payload.FieldError{Field: "body", Msg: "empty subunit stream: nothing says whether the tests passed"})
+		return
+	}
+	res.Status = payload.ResultFailure
+	if sum.Successful() {
+		res.Status = payload.ResultSuccess
+	}
+	h.publish(w, r, client, res, "stream", &sum)
+}
+
+func (h *Handler) publish(w http.ResponseWriter, r *http.Request, client string, res payload.Result, input string, sum *payload.Summary) {
+	topic, err := h.topics.Result(res.Worker, res.Namespace, res.Repo, res.Change)
+	if err != nil {
+		field := ""
+		var le *topics.LevelError
+		if errors.As(err, &le) {
+			field = levelField[le.Level]
+		}
+		h.badRequest(w, r, client, &payload.FieldError{Field: field, Msg: err.Error()})
+		return
+	}
+	body := res.Payload()
+	msg := bus.NewMessage(Source, dedupID(topic, body), topic, body, h.now())
+	if err := h.pub.Publish(r.Context(), msg); err != nil {
+		h.log.Warn().Err(err).Str("topic", topic).Str("client", client).Msg("subunit result not published")
+		httpserver.WritePublishError(w, err)
+		return
+	}
+	h.published.WithLabelValues(res.Status, input).Inc()
+	h.log.Debug().Str("topic", topic).Str("status", res.Status).Str("input", input).Msg("subunit result")
+	answer := map[string]any{"accepted": 1, "topic": topic, "status": res.Status}
+	if sum != nil {
+		answer["summary"] = sum
+	}
+	httpserver.WriteJSON(w, http.StatusOK, answer)
+}
+
+// levelField names the input field of a topic level that could not be built.
+var levelField = map[string]string{
+	"worker_host":   payload.FieldWorker,
+	"git_namespace": payload.FieldProject,
+	"repo":          payload.FieldProject,
+	"change":        payload.FieldChange,
+}
+
+// streamError answers for a stream that could not be read: 413 over the
+// limit, 400 for a stream that is not subunit v2 (or not gzip), or that the
+// client cut short.
+func (h *Handler) streamError(w http.ResponseWriter, r *http.Request, client string, err error) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) || errors.Is(err, errTooBig) {
+		h.refused(r, client, "body", err)
+		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "stream is over the limit of "+h.cfg.MaxBody.String(), "")
+		return
+	}
+	h.badRequest(w, r, client, &payload.FieldError{Field: "body", Msg: err.Error()})
+}
+
+func (h *Handler) badRequest(w http.ResponseWriter, r *http.Request, client string, err error) {
+	var fe *payload.FieldError
+	field := ""
+	if errors.As(err, &fe) {
+		field = fe.Field
+	}
+	h.refused(r, client, "input", err)
+	httpserver.WriteError(w, http.StatusBadRequest, err.Error(), field)
+}
+
+func (h *Handler) refused(r *http.Request, client, stage string, err error) {
+	h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Str("stage", stage).AnErr("error", err).
+		Msg("subunit request refused")
+}
+
+// dedupID is the same when a worker posts the same result again.
+func dedupID(topic string, body []byte) string {
+	s := sha256.New()
+	s.Write([]byte(topic))
+	s.Write([]byte{0})
+	s.Write(body)
+	return hex.EncodeToString(s.Sum(nil)[:16])
+}
+
+var errTooBig = errors.New("decompressed stream over max_body")
+
+// limitReader fails, rather than stopping quietly as io.LimitReader does,
+// when a decompressed stream grows past the limit.
+type limitReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// Probe for one more byte: a stream that ends exactly at the limit is fine.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			return 0, errTooBig
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}

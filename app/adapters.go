@@ -1,0 +1,58 @@
+package app
+
+import (
+	"net/http"
+
+	"github.com/opsfirehose/firehose/adapters/chef"
+	"github.com/opsfirehose/firehose/adapters/gerrit"
+	"github.com/opsfirehose/firehose/adapters/intake"
+	"github.com/opsfirehose/firehose/adapters/launchpad"
+	"github.com/opsfirehose/firehose/adapters/subunit"
+	"github.com/opsfirehose/firehose/httpserver"
+)
+
+// endpoints is what every adapter gives the bridge: its routes.
+type endpoints interface {
+	Register(mux interface{ Handle(string, http.Handler) })
+}
+
+// registerAdapters builds every enabled intake adapter and adds its
+// endpoints to the HTTP server.
+func (b *Bridge) registerAdapters() error {
+	cfg := b.cfg
+	adapters := []struct {
+		name    string
+		section intake.Config
+		build   func(intake.Options) (endpoints, error)
+	}{
+		{"chef", cfg.Chef.Config, func(o intake.Options) (endpoints, error) { return chef.New(cfg.Chef, o) }},
+		{"gerrit", cfg.Gerrit, func(o intake.Options) (endpoints, error) { return gerrit.New(cfg.Gerrit, o) }},
+		{"launchpad", cfg.Launchpad, func(o intake.Options) (endpoints, error) { return launchpad.New(cfg.Launchpad, o) }},
+		{"subunit", cfg.Subunit, func(o intake.Options) (endpoints, error) { return subunit.New(cfg.Subunit, o) }},
+	}
+	for _, a := range adapters {
+		if !a.section.Enabled {
+			continue
+		}
+		h, err := a.build(intake.Options{
+			Publisher:  b.publisher,
+			Logger:     b.log.With().Str("adapter", a.name).Logger(),
+			Tokens:     b.adapterTokens(a.section.Tokens),
+			Registerer: b.registry,
+		})
+		if err != nil {
+			return err
+		}
+		h.Register(b.http)
+	}
+	return nil
+}
+
+// adapterTokens are an endpoint's effective tokens: its section's own when
+// set, which replace http.tokens there, else http.tokens.
+func (b *Bridge) adapterTokens(own []httpserver.Token) *httpserver.Tokens {
+	if len(own) > 0 {
+		return httpserver.NewTokens(own)
+	}
+	return b.http.Tokens()
+}

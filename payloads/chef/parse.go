@@ -1,0 +1,571 @@
+package chef
+
+import (
+	"regexp"
+	"strconv"
+
+	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+)
+
+// NodeNamePattern is Chef's rule for node names ("About Nodes"). [:alnum:]
+// is ASCII here, as in Chef Infra Server's check.
+const NodeNamePattern = `^[\-[:alnum:]_:.]+$`
+
+var nodeNameRE = regexp.MustCompile(NodeNamePattern)
+
+// ValidNodeName reports whether name follows NodeNamePattern.
+func ValidNodeName(name string) bool { return nodeNameRE.MatchString(name) }
+
+// Member is one member of the top-level object, as written in the body.
+type Member struct {
+	// Key is the decoded key.
+	Key string
+	// Value is the raw value; it aliases the body at Offset.
+	Value  []byte
+	Offset int
+}
+
+// Span is a raw JSON value inside a body: Raw aliases Body[Offset:].
+type Span struct {
+	Offset int
+	Raw    []byte
+}
+
+// Message is one parsed message: *RunStart, *RunConverge, *Action,
+// *Liveness or *Compliance. Every one keeps the original Body, which it
+// aliases and never modifies.
+type Message interface {
+	Kind() Kind
+}
+
+// RunStart is a run_start message.
+type RunStart struct {
+	Body                              []byte
+	NodeName, OrganizationName, RunID string
+}
+
+// RunConverge is a run_converge message: the end of a run. Optional fields
+// are nil when the message has no string (or integer) there.
+type RunConverge struct {
+	Body                              []byte
+	NodeName, OrganizationName, RunID string
+	// Status is "success" or "failure".
+	Status                                   string
+	StartTime, EndTime, EntityUUID           *string
+	PolicyName, PolicyGroup                  *string
+	TotalResourceCount, UpdatedResourceCount *int64
+	// ChefVersion is node.automatic.chef_packages.chef.version.
+	ChefVersion *string
+	// Error is the run's error object, when it has one.
+	Error *RunError
+	// Node is the node object; its Raw is nil when the message has none.
+	Node Span
+	// Resources are the object elements of resources, in order.
+	Resources []Resource
+}
+
+// RunError is the class and message of a failed run's error.
+type RunError struct {
+	Class, Message *string
+}
+
+// Resource is one resource record of a run_converge message.
+type Resource struct {
+	Span
+	// Index is the record's position in the resources array.
+	Index int
+	// Status is how Chef processed the resource ("updated", "up-to-date",
+	// ...), empty when the record has none.
+	Status string
+	// CookbookName is empty for a resource declared outside a cookbook.
+	CookbookName string
+}
+
+// Action is an action message from Chef Infra Server (or an old chef-client).
+type Action struct {
+	Body []byte
+	// OrganizationName is nil when the action belongs to no organization.
+	OrganizationName                 *string
+	EntityType, Task, EntityName, ID string
+	RunID                            string
+}
+
+// Liveness is a liveness agent ping.
+type Liveness struct {
+	Body                       []byte
+	NodeName, OrganizationName string
+	EntityUUID, Timestamp      string
+}
+
+// Compliance is an InSpec report sent through the data collector.
+type Compliance struct {
+	Body                                   []byte
+	NodeName, OrganizationName, ReportUUID string
+	// Status is the report's overall status from its control results:
+	// "passed", "failed" or "skipped".
+	Status string
+}
+
+// Kind implements Message.
+func (*RunStart) Kind() Kind { return KindRunStart }
+
+// Kind implements Message.
+func (*RunConverge) Kind() Kind { return KindRunConverge }
+
+// Kind implements Message.
+func (*Action) Kind() Kind { return KindAction }
+
+// Kind implements Message.
+func (*Liveness) Kind() Kind { return KindLiveness }
+
+// Kind implements Message.
+func (*Compliance) Kind() Kind { return KindCompliance }
+
+// Parser parses and validates data-collector messages. It is safe for
+// concurrent use.
+type Parser struct {
+	mode    Validation
+	schemas map[Kind]*schema
+}
+
+// NewParser compiles the schemas of the mode.
+func NewParser(mode Validation) (*Parser, error) {
+	schemas, err := compileSchemas(mode)
+	if err != nil {
+		return nil, err
+	}
+	return &Parser{mode: mode, schemas: schemas}, nil
+}
+
+// Mode is the parser's validation mode.
+func (p *Parser) Mode() Validation { return p.mode }
+
+// Parse classifies body, checks it and extracts what topics and derived
+// messages need. Every problem is an *Error. The body is read, never
+// modified, and stays aliased by the result.
+func (p *Parser) Parse(body []byte) (Message, error) {
+	doc, err := document(body)
+	if err != nil {
+		return nil, err
+	}
+	k := doc.classify()
+	if k == KindUnknown {
+		return nil, ErrUnknownType
+	}
+	if err := p.check(k, doc); err != nil {
+		return nil, err
+	}
+	switch k {
+	case KindRunStart:
+		return &RunStart{Body: body, NodeName: doc.str("node_name"),
+			OrganizationName: doc.str("organization_name"), RunID: doc.str("run_id")}, nil
+	case KindRunConverge:
+		return doc.converge(body), nil
+	case KindAction:
+		return &Action{Body: body, OrganizationName: doc.optStr("organization_name"),
+			EntityType: doc.str("entity_type"), Task: doc.str("task"), EntityName: doc.str("entity_name"),
+			ID: doc.str("id"), RunID: doc.str("run_id")}, nil
+	case KindLiveness:
+		return &Liveness{Body: body, NodeName: doc.str("node_name"), OrganizationName: doc.str("organization_name"),
+			EntityUUID: doc.str("entity_uuid"), Timestamp: doc.str("@timestamp")}, nil
+	default: // KindCompliance
+		profiles, _ := doc.get("profiles")
+		return &Compliance{Body: body, NodeName: doc.str("node_name"), OrganizationName: doc.str("organization_name"),
+			ReportUUID: doc.str("report_uuid"), Status: ComplianceStatus(profiles)}, nil
+	}
+}
+
+// Classify returns the kind of body in Chef Automate's order: message_type
+// run_start, run_converge or action; else event_type node_ping; else a
+// top-level profiles key. It returns an *Error for a body that is not a JSON
+// object, and ErrUnknownType for an object of no kind.
+func Classify(body []byte) (Kind, error) {
+	doc, err := document(body)
+	if err != nil {
+		return KindUnknown, err
+	}
+	if k := doc.classify(); k != KindUnknown {
+		return k, nil
+	}
+	return KindUnknown, ErrUnknownType
+}
+
+// doc is the top-level object of a body, read in one pass. The pass also
+// reads the two big members a converge needs inside, so that nothing is
+// scanned twice: the records of "resources" and the chef version in "node".
+type doc struct {
+	members []Member
+	// resources is the last "resources" member that is an array, or nil.
+	resources *elements
+	// node is the last "node" member, when it is an object.
+	node *Member
+	// chefVersion is node.automatic.chef_packages.chef.version, raw.
+	chefVersion []byte
+}
+
+// elements are an array's elements with, for objects, their members.
+type elements struct {
+	offset int    // of the array in the body
+	raw    []byte // the array
+	items  []element
+}
+
+type element struct {
+	Span
+	index   int
+	members []Member // nil when the element is not an object
+}
+
+// chefVersionPath is where a node object keeps the chef-client version.
+var chefVersionPath = []string{"automatic", "chef_packages", "chef", "version"}
+
+// document checks the body's syntax, all of it, and lists its top-level members.
+func document(body []byte) (*doc, error) {
+	if len(rawjson.Trim(body)) == 0 {
+		return nil, &Error{Msg: "empty body: expected a JSON object"}
+	}
+	if rawjson.Kind(body) != rawjson.Object {
+		if err := rawjson.Check(body); err != nil {
+			return nil, &Error{Msg: err.Error()}
+		}
+		return nil, &Error{Msg: "the body must be a JSON object"}
+	}
+	d := &doc{members: make([]Member, 0, 24)}
+	it := rawjson.Members(body)
+	for it.Step() {
+		key := rawjson.Key(it.Key())
+		off := it.Offset()
+		switch {
+		case key == "resources" && it.ValueKind() == rawjson.Array:
+			if child, ok := it.Enter(); ok {
+				d.resources = readElements(&child, off)
+				it.Leave(&child)
+				d.resources.raw = it.Value()
+			}
+		case key == "node" && it.ValueKind() == rawjson.Object:
+			if child, ok := it.Enter(); ok {
+				d.chefVersion = findPath(&child, chefVersionPath)
+				it.Leave(&child)
+			}
+		default:
+			it.SkipValue()
+			// A later duplicate of another type wins, as when decoding.
+			switch key {
+			case "resources":
+				d.resources = nil
+			case "node":
+				d.chefVersion = nil
+			}
+		}
+		if it.Err() != nil {
+			break
+		}
+		d.members = append(d.members, Member{Key: key, Value: it.Value(), Offset: off})
+	}
+	if err := it.Err(); err != nil {
+		return nil, &Error{Msg: err.Error()}
+	}
+	if len(rawjson.Trim(body[it.End():])) != 0 {
+		return nil, &Error{Msg: rawjson.Check(body).Error()}
+	}
+	if n, ok := d.getMember("node"); ok && rawjson.Kind(n.Value) == rawjson.Object {
+		d.node = &n
+	}
+	return d, nil
+}
+
+// readElements reads an array's elements, and the members of those that are
+// objects, with offsets in the body (the array is at off).
+func readElements(it *rawjson.Iter, off int) *elements {
+	es := &elements{offset: off}
+	for it.Step() {
+		e := element{index: it.Index()}
+		start := off + it.Offset()
+		if it.ValueKind() != rawjson.Object {
+			if !it.SkipValue() {
+				return es
+			}
+		} else if obj, ok := it.Enter(); ok {
+			e.members = make([]Member, 0, 16)
+			for obj.Next() {
+				e.members = append(e.members, Member{Key: resourceKey(obj.Key()), Value: obj.Value(), Offset: start + obj.Offset()})
+			}
+			it.Leave(&obj)
+		}
+		e.Span = Span{Offset: start, Raw: it.Value()}
+		es.items = append(es.items, e)
+	}
+	return es
+}
+
+// resourceKey decodes a resource record's key, without allocating for the
+// keys chef-client writes (a converge has a dozen per resource, thousands
+// per message).
+func resourceKey(raw []byte) string {
+	switch string(raw) {
+	case "type":
+		return "type"
+	case "name":
+		return "name"
+	case "id":
+		return "id"
+	case "after":
+		return "after"
+	case "before":
+		return "before"
+	case "duration":
+		return "duration"
+	case "delta":
+		return "delta"
+	case "ignore_failure":
+		return "ignore_failure"
+	case "result":
+		return "result"
+	case "status":
+		return "status"
+	case "cookbook_name":
+		return "cookbook_name"
+	case "cookbook_version":
+		return "cookbook_version"
+	case "recipe_name":
+		return "recipe_name"
+	case "conditional":
+		return "conditional"
+	case "error_message":
+		return "error_message"
+	case "error":
+		return "error"
+	}
+	return rawjson.Key(raw)
+}
+
+// findPath reads the object it iterates to its end and returns the value at
+// keys inside it, the last duplicate winning at each step, or nil.
+func findPath(it *rawjson.Iter, keys []string) []byte {
+	var val []byte
+	for it.Step() {
+		if !rawjson.KeyIs(it.Key(), keys[0]) {
+			it.SkipValue()
+			continue
+		}
+		val = nil
+		if len(keys) == 1 {
+			if it.SkipValue() {
+				val = it.Value()
+			}
+			continue
+		}
+		if it.ValueKind() != rawjson.Object {
+			it.SkipValue()
+			continue
+		}
+		if child, ok := it.Enter(); ok {
+			val = findPath(&child, keys[1:])
+			it.Leave(&child)
+		}
+	}
+	return val
+}
+
+// get returns the last member named key, as a JSON decoder would.
+func (d *doc) get(key string) ([]byte, bool) {
+	for i := len(d.members) - 1; i >= 0; i-- {
+		if d.members[i].Key == key {
+			return d.members[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+func (d *doc) getMember(key string) (Member, bool) {
+	for i := len(d.members) - 1; i >= 0; i-- {
+		if d.members[i].Key == key {
+			return d.members[i], true
+		}
+	}
+	return Member{}, false
+}
+
+// str is the member's string value, "" when it is absent or not a string.
+func (d *doc) str(key string) string {
+	v, _ := d.get(key)
+	s, _ := rawjson.Str(v)
+	return s
+}
+
+// optStr is the member's string value, nil when it is absent or not a string.
+func (d *doc) optStr(key string) *string {
+	v, _ := d.get(key)
+	return optStr(v)
+}
+
+func optStr(v []byte) *string {
+	if s, ok := rawjson.Str(v); ok {
+		return &s
+	}
+	return nil
+}
+
+func (d *doc) classify() Kind {
+	if v, ok := d.get("message_type"); ok {
+		switch s, _ := rawjson.Str(v); s {
+		case "run_start":
+			return KindRunStart
+		case "run_converge":
+			return KindRunConverge
+		case "action":
+			return KindAction
+		}
+	}
+	if v, ok := d.get("event_type"); ok {
+		if s, _ := rawjson.Str(v); s == "node_ping" {
+			return KindLiveness
+		}
+	}
+	if _, ok := d.get("profiles"); ok {
+		return KindCompliance
+	}
+	return KindUnknown
+}
+
+// The fields each kind's topic and de-duplication id are built from.
+var topicFields = map[Kind][]string{
+	KindRunStart:    {"node_name", "organization_name", "run_id"},
+	KindRunConverge: {"node_name", "organization_name", "run_id", "status"},
+	KindAction:      {"entity_type", "task", "entity_name"},
+	KindLiveness:    {"node_name"},
+	KindCompliance:  {"node_name"},
+}
+
+// optionalTopicFields become "_" in the topic when absent or null.
+var optionalTopicFields = map[Kind][]string{
+	KindAction:     {"organization_name"},
+	KindLiveness:   {"organization_name"},
+	KindCompliance: {"organization_name"},
+}
+
+// check applies the rules of every mode, then the schema.
+func (p *Parser) check(k Kind, d *doc) error {
+	if err := rules(k, d); err != nil {
+		return err
+	}
+	if s := p.schemas[k]; s != nil {
+		return s.validate(d)
+	}
+	return nil
+}
+
+// rules are the checks of every mode: what topics are built from.
+func rules(k Kind, d *doc) error {
+	for _, f := range topicFields[k] {
+		v, ok := d.get(f)
+		if !ok || rawjson.Kind(v) == rawjson.Null {
+			return fieldError(f, "missing %s", f)
+		}
+		s, isStr := rawjson.Str(v)
+		if !isStr {
+			return fieldError(f, "%s must be a string, got %s", f, kindName(v))
+		}
+		if s == "" {
+			return fieldError(f, "%s is empty", f)
+		}
+	}
+	for _, f := range optionalTopicFields[k] {
+		if v, ok := d.get(f); ok && rawjson.Kind(v) != rawjson.Null && rawjson.Kind(v) != rawjson.String {
+			return fieldError(f, "%s must be a string or null, got %s", f, kindName(v))
+		}
+	}
+	if k == KindRunStart || k == KindRunConverge || k == KindLiveness || k == KindCompliance {
+		if name := d.str("node_name"); !ValidNodeName(name) {
+			return fieldError("node_name", "node_name %q does not follow Chef's rule %s", name, NodeNamePattern)
+		}
+	}
+	if k == KindRunConverge {
+		if s := d.str("status"); s != "success" && s != "failure" {
+			return fieldError("status", "status must be \"success\" or \"failure\", got %q", s)
+		}
+	}
+	if k == KindCompliance {
+		if v, _ := d.get("profiles"); rawjson.Kind(v) != rawjson.Array && rawjson.Kind(v) != rawjson.Null {
+			return fieldError("profiles", "profiles must be an array, got %s", kindName(v))
+		}
+	}
+	return nil
+}
+
+func kindName(v []byte) string {
+	switch rawjson.Kind(v) {
+	case rawjson.Object:
+		return "an object"
+	case rawjson.Array:
+		return "an array"
+	case rawjson.String:
+		return "a string"
+	case rawjson.Number:
+		return "a number"
+	case rawjson.True, rawjson.False:
+		return "a boolean"
+	case rawjson.Null:
+		return "null"
+	}
+	return "nothing"
+}
+
+func (d *doc) converge(body []byte) *RunConverge {
+	c := &RunConverge{
+		Body:                 body,
+		NodeName:             d.str("node_name"),
+		OrganizationName:     d.str("organization_name"),
+		RunID:                d.str("run_id"),
+		Status:               d.str("status"),
+		StartTime:            d.optStr("start_time"),
+		EndTime:              d.optStr("end_time"),
+		EntityUUID:           d.optStr("entity_uuid"),
+		PolicyName:           d.optStr("policy_name"),
+		PolicyGroup:          d.optStr("policy_group"),
+		TotalResourceCount:   d.optInt("total_resource_count"),
+		UpdatedResourceCount: d.optInt("updated_resource_count"),
+	}
+	if d.node != nil {
+		c.Node = Span{Offset: d.node.Offset, Raw: d.node.Value}
+		c.ChefVersion = optStr(d.chefVersion)
+	}
+	if v, ok := d.get("error"); ok && rawjson.Kind(v) == rawjson.Object {
+		class, _ := rawjson.Get(v, "class")
+		msg, _ := rawjson.Get(v, "message")
+		c.Error = &RunError{Class: optStr(class), Message: optStr(msg)}
+	}
+	if d.resources != nil {
+		c.Resources = make([]Resource, 0, len(d.resources.items))
+		for _, e := range d.resources.items {
+			if e.members == nil {
+				continue
+			}
+			res := Resource{Span: e.Span, Index: e.index}
+			// The last duplicate wins, as when decoding.
+			for _, m := range e.members {
+				switch m.Key {
+				case "status":
+					res.Status, _ = rawjson.Str(m.Value)
+				case "cookbook_name":
+					res.CookbookName, _ = rawjson.Str(m.Value)
+				}
+			}
+			c.Resources = append(c.Resources, res)
+		}
+	}
+	return c
+}
+
+// optInt is the member's value when it is an integer that fits in int64.
+func (d *doc) optInt(key string) *int64 {
+	v, _ := d.get(key)
+	if rawjson.Kind(v) != rawjson.Number {
+		return nil
+	}
+	n, err := strconv.ParseInt(string(rawjson.Trim(v)), 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &n
+}

@@ -1,0 +1,495 @@
+package chef
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// fixture reads one of the real payloads, kept with the adapter's golden cases.
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "adapters", "chef", "testdata", name, "input.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func parsers(t testing.TB) map[Validation]*Parser {
+	t.Helper()
+	out := map[Validation]*Parser{}
+	for _, v := range []Validation{ValidationCompatible, ValidationStrict, ValidationOff} {
+		p, err := NewParser(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[v] = p
+	}
+	return out
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		body string
+		want Kind
+		err  string
+	}{
+		{`{"message_type":"run_start"}`, KindRunStart, ""},
+		{`{"message_type":"run_converge"}`, KindRunConverge, ""},
+		{`{"message_type":"action"}`, KindAction, ""},
+		// message_type wins over event_type and profiles, as in Automate.
+		{`{"message_type":"action","event_type":"node_ping","profiles":[]}`, KindAction, ""},
+		{`{"event_type":"node_ping","profiles":[]}`, KindLiveness, ""},
+		// An unknown message_type falls through to the next rules.
+		{`{"message_type":"bogus","event_type":"node_ping"}`, KindLiveness, ""},
+		{`{"message_type":"bogus","profiles":null}`, KindCompliance, ""},
+		{`{"type":"inspec_report","profiles":[]}`, KindCompliance, ""},
+		{`{"event_type":"node_pong"}`, KindUnknown, "unknown message type"},
+		{`{"message_type":5}`, KindUnknown, "unknown message type"},
+		{`{}`, KindUnknown, "unknown message type"},
+		// The last duplicate key wins, as when the body is decoded.
+		{`{"message_type":"run_start","message_type":"action"}`, KindAction, ""},
+		{`{"message_typ\u0065":"run_start"}`, KindRunStart, ""},
+		{``, KindUnknown, "empty body"},
+		{`   `, KindUnknown, "empty body"},
+		{`[{"message_type":"run_start"}]`, KindUnknown, "must be a JSON object"},
+		{`{"message_type":"run_start"`, KindUnknown, "invalid JSON at byte 27"},
+		{`{"message_type":"run_start"} {}`, KindUnknown, "after the top-level value"},
+	}
+	for _, tt := range tests {
+		got, err := Classify([]byte(tt.body))
+		if got != tt.want {
+			t.Errorf("Classify(%s) = %v, want %v", tt.body, got, tt.want)
+		}
+		if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("Classify(%s) error = %v, want %q", tt.body, err, tt.err)
+		}
+	}
+}
+
+// A run_converge that the strict schema accepts; the tests below break it
+// one deviation at a time.
+const strictConverge = `{
+ "chef_server_fqdn": "chef.example.org", "entity_uuid": "05309d34-fb13-4587-8dc7-948807e50090",
+ "id": "b3bbae70-1e93-4ffe-8499-9559601631fa", "end_time": "2024-03-05T10:01:00Z",
+ "expanded_run_list": {"id": "x", "run_list": []}, "message_type": "run_converge", "message_version": "1.1.0",
+ "node": {"name": "web01", "automatic": {"chef_packages": {"chef": {"version": "18.4.12"}}}},
+ "node_name": "web01", "organization_name": "ops",
+ "resources": [{"after": {}, "before": {}, "delta": "", "duration": "5", "id": "r", "ignore_failure": false,
+   "name": "r", "result": "create", "status": "updated", "type": "file", "cookbook_name": "base", "cookbook_version": "1.0.0"}],
+ "run_id": "b3bbae70-1e93-4ffe-8499-9559601631fa", "run_list": ["recipe[base]"], "source": "chef_client",
+ "start_time": "2024-03-05T10:00:00Z", "status": "success", "total_resource_count": 1, "updated_resource_count": 1
+}`
+
+func mutate(t testing.TB, base string, f func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(base), &m); err != nil {
+		t.Fatal(err)
+	}
+	f(m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func resource0(m map[string]any) map[string]any {
+	return m["resources"].([]any)[0].(map[string]any)
+}
+
+// Every deviation the fixtures README lists: compatible accepts it, strict
+// refuses it and names the field.
+func TestDeviations(t *testing.T) {
+	p := parsers(t)
+	if _, err := p[ValidationStrict].Parse([]byte(strictConverge)); err != nil {
+		t.Fatalf("the base converge must be strictly valid: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(m map[string]any)
+		field  string
+	}{
+		{"entity_uuid null after an early failure", func(m map[string]any) { m["entity_uuid"] = nil }, "entity_uuid"},
+		{"entity_uuid as 32 hex digits under Habitat", func(m map[string]any) { m["entity_uuid"] = "05309d34fb1345878dc7948807e50090" }, "entity_uuid"},
+		{"cookbook_version null", func(m map[string]any) { resource0(m)["cookbook_version"] = nil }, "resources[0].cookbook_version"},
+		{"cookbook_name null", func(m map[string]any) { resource0(m)["cookbook_name"] = nil }, "resources[0].cookbook_name"},
+		{"delta null", func(m map[string]any) { resource0(m)["delta"] = nil }, "resources[0].delta"},
+		{"ignore_failure quiet", func(m map[string]any) { resource0(m)["ignore_failure"] = "quiet" }, "resources[0].ignore_failure"},
+		{"before null", func(m map[string]any) { resource0(m)["before"] = nil }, "resources[0].before"},
+		{"node null after an early failure", func(m map[string]any) { m["node"] = nil }, "node"},
+		{"run_list null", func(m map[string]any) { m["run_list"] = nil }, "run_list"},
+		{"expanded_run_list null", func(m map[string]any) { m["expanded_run_list"] = nil }, "expanded_run_list"},
+		{"error null", func(m map[string]any) { m["error"] = nil }, "error"},
+		{"message_version bumped", func(m map[string]any) { m["message_version"] = "1.2.0" }, "message_version"},
+	}
+	for _, tt := range tests {
+		body := mutate(t, strictConverge, tt.mutate)
+		if _, err := p[ValidationCompatible].Parse(body); err != nil {
+			t.Errorf("%s: compatible refused it: %v", tt.name, err)
+		}
+		_, err := p[ValidationStrict].Parse(body)
+		var perr *Error
+		if !errors.As(err, &perr) || perr.Field != tt.field {
+			t.Errorf("%s: strict gave %#v, want an error on %s", tt.name, err, tt.field)
+		}
+	}
+	// What is still wrong in compatible mode.
+	bad := []struct {
+		name   string
+		mutate func(m map[string]any)
+		field  string
+	}{
+		{"status of a resource outside the enum", func(m map[string]any) { resource0(m)["status"] = "done" }, "resources[0].status"},
+		{"ignore_failure a number", func(m map[string]any) { resource0(m)["ignore_failure"] = 1 }, "resources[0].ignore_failure"},
+		{"resource without its id", func(m map[string]any) { delete(resource0(m), "id") }, "resources[0].id"},
+		{"entity_uuid not a uuid", func(m map[string]any) { m["entity_uuid"] = "web01" }, "entity_uuid"},
+		{"negative count", func(m map[string]any) { m["total_resource_count"] = -1 }, "total_resource_count"},
+		{"missing end_time", func(m map[string]any) { delete(m, "end_time") }, "end_time"},
+		{"node an array", func(m map[string]any) { m["node"] = []any{} }, "node"},
+	}
+	for _, tt := range bad {
+		_, err := p[ValidationCompatible].Parse(mutate(t, strictConverge, tt.mutate))
+		var perr *Error
+		if !errors.As(err, &perr) || perr.Field != tt.field {
+			t.Errorf("%s: compatible gave %v, want an error on %s", tt.name, err, tt.field)
+		}
+		if _, err := p[ValidationOff].Parse(mutate(t, strictConverge, tt.mutate)); err != nil {
+			t.Errorf("%s: off refused it: %v", tt.name, err)
+		}
+	}
+}
+
+func TestActionDeviations(t *testing.T) {
+	p := parsers(t)
+	body := fixture(t, "05_action_node_delete_chef_server")
+	if _, err := p[ValidationCompatible].Parse(body); err != nil {
+		t.Fatalf("compatible refused Chef Infra Server's action: %v", err)
+	}
+	if _, err := p[ValidationStrict].Parse(body); err == nil {
+		t.Fatal("strict accepted an action the RFC does not allow (version 0.1.1, data a string, no entity_uuid)")
+	}
+	for _, et := range []string{"key", "policy", "cookbook_artifact_version"} {
+		b := mutate(t, string(body), func(m map[string]any) { m["entity_type"] = et })
+		if _, err := p[ValidationCompatible].Parse(b); err != nil {
+			t.Errorf("entity_type %s: %v", et, err)
+		}
+	}
+	b := mutate(t, string(body), func(m map[string]any) { m["entity_type"] = "spaceship" })
+	if _, err := p[ValidationCompatible].Parse(b); err == nil || err.(*Error).Field != "entity_type" {
+		t.Errorf("unknown entity_type: %v", err)
+	}
+}
+
+// The fields topics are built from are required whatever the mode.
+func TestTopicFieldsInEveryMode(t *testing.T) {
+	liveness := `{"event_type":"node_ping","node_name":"db01","organization_name":"ops"}`
+	action := string(fixture(t, "05_action_node_delete_chef_server"))
+	tests := []struct {
+		base   string
+		mutate func(m map[string]any)
+		field  string
+		msg    string
+	}{
+		{strictConverge, func(m map[string]any) { delete(m, "node_name") }, "node_name", "missing node_name"},
+		{strictConverge, func(m map[string]any) { m["node_name"] = nil }, "node_name", "missing node_name"},
+		{strictConverge, func(m map[string]any) { m["node_name"] = "" }, "node_name", "node_name is empty"},
+		{strictConverge, func(m map[string]any) { m["node_name"] = 7 }, "node_name", "node_name must be a string, got a number"},
+		{strictConverge, func(m map[string]any) { m["node_name"] = "web 01" }, "node_name", "does not follow Chef's rule"},
+		{strictConverge, func(m map[string]any) { m["node_name"] = "web/01" }, "node_name", "does not follow Chef's rule"},
+		{strictConverge, func(m map[string]any) { m["node_name"] = "wéb01" }, "node_name", "does not follow Chef's rule"},
+		{strictConverge, func(m map[string]any) { delete(m, "organization_name") }, "organization_name", "missing organization_name"},
+		{strictConverge, func(m map[string]any) { delete(m, "run_id") }, "run_id", "missing run_id"},
+		{strictConverge, func(m map[string]any) { m["status"] = true }, "status", "status must be a string, got a boolean"},
+		{strictConverge, func(m map[string]any) { m["status"] = "aborted" }, "status", `status must be "success" or "failure"`},
+		{action, func(m map[string]any) { delete(m, "entity_name") }, "entity_name", "missing entity_name"},
+		{action, func(m map[string]any) { m["task"] = []any{} }, "task", "task must be a string, got an array"},
+		{action, func(m map[string]any) { m["organization_name"] = 1 }, "organization_name", "must be a string or null"},
+		{liveness, func(m map[string]any) { delete(m, "node_name") }, "node_name", "missing node_name"},
+		{liveness, func(m map[string]any) { m["node_name"] = "db01\n" }, "node_name", "does not follow Chef's rule"},
+	}
+	for mode, p := range parsers(t) {
+		for _, tt := range tests {
+			_, err := p.Parse(mutate(t, tt.base, tt.mutate))
+			var perr *Error
+			if !errors.As(err, &perr) || perr.Field != tt.field || !strings.Contains(perr.Msg, tt.msg) {
+				t.Errorf("%s: got %#v, want %s: %q", mode, err, tt.field, tt.msg)
+			}
+		}
+	}
+	for _, name := range []string{"web01.example.org", "WEB-01_a:b.c", "FVFWM0M8HV2J", "-"} {
+		if !ValidNodeName(name) {
+			t.Errorf("%q should be a valid node name", name)
+		}
+	}
+}
+
+func TestParseFixtures(t *testing.T) {
+	p := parsers(t)[ValidationCompatible]
+	m, err := p.Parse(fixture(t, "02_run_converge_success_chef12_ubuntu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.(*RunConverge)
+	if c.NodeName != "chefdk-ubuntu-16.04-tester-91bc78" || c.OrganizationName != "chef" || c.Status != "success" ||
+		*c.ChefVersion != "12.21.3" || *c.TotalResourceCount != 354 || *c.UpdatedResourceCount != 13 ||
+		c.PolicyName != nil || c.Error != nil || len(c.Resources) != 92 {
+		t.Fatalf("%+v", c)
+	}
+	updated, noCookbook := 0, 0
+	for i, r := range c.Resources {
+		if r.Index != i || string(c.Body[r.Offset:r.Offset+len(r.Raw)]) != string(r.Raw) || !json.Valid(r.Raw) {
+			t.Fatalf("resource %d: bad span", i)
+		}
+		if r.Status == "updated" {
+			updated++
+		}
+		if r.CookbookName == "" {
+			noCookbook++
+		}
+	}
+	if updated != 13 || noCookbook != 13 {
+		t.Fatalf("%d updated, %d without a cookbook", updated, noCookbook)
+	}
+	if string(c.Body[c.Node.Offset:c.Node.Offset+len(c.Node.Raw)]) != string(c.Node.Raw) {
+		t.Fatal("node span")
+	}
+
+	m, err = p.Parse(fixture(t, "03_run_converge_failure_chef15_policyfile_macos"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = m.(*RunConverge)
+	if c.Status != "failure" || *c.PolicyName != "ChefDesktop" || *c.PolicyGroup != "client_group" ||
+		*c.Error.Class != "NoMethodError" || *c.ChefVersion != "15.8.23" || len(c.Resources) != 0 {
+		t.Fatalf("%+v", c)
+	}
+
+	m, err = p.Parse(fixture(t, "01_run_start_chef12_ubuntu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.(*RunStart); s.RunID != "b3bbae70-1e93-4ffe-8499-9559601631fa" {
+		t.Fatalf("%+v", s)
+	}
+	m, err = p.Parse(fixture(t, "05_action_node_delete_chef_server"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := m.(*Action); a.EntityType != "node" || a.Task != "delete" || *a.OrganizationName != "chef" ||
+		a.ID != "0766e90f-fa48-44ed-acf4-fa9011758838" {
+		t.Fatalf("%+v", a)
+	}
+}
+
+func TestInvalidUTF8PassesThrough(t *testing.T) {
+	body := []byte("{\"message_type\":\"run_start\",\"node_name\":\"web01\",\"organization_name\":\"ops\",\"run_id\":\"b3bbae70-1e93-4ffe-8499-9559601631fa\",\"chef_server_fqdn\":\"a\xffb\"}")
+	m, err := parsers(t)[ValidationOff].Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.(*RunStart).Body) != string(body) {
+		t.Fatal("body changed")
+	}
+}
+
+func TestComplianceStatus(t *testing.T) {
+	control := func(waiver string, statuses ...string) string {
+		var rs []string
+		for _, s := range statuses {
+			rs = append(rs, `{"status":"`+s+`"}`)
+		}
+		c := `{"id":"c","results":[` + strings.Join(rs, ",") + `]`
+		if waiver != "" {
+			c += `,"waiver_data":` + waiver
+		}
+		return c + `}`
+	}
+	profile := func(controls ...string) string { return `{"controls":[` + strings.Join(controls, ",") + `]}` }
+	tests := []struct {
+		profiles string
+		want     string
+	}{
+		{`[]`, CompliancePassed},
+		{`null`, CompliancePassed},
+		{`[` + profile() + `]`, CompliancePassed},
+		{`[` + profile(control("", "passed", "passed")) + `]`, CompliancePassed},
+		{`[` + profile(control("")) + `]`, CompliancePassed},
+		{`[` + profile(control("", "passed", "skipped")) + `]`, ComplianceSkipped},
+		{`[` + profile(control("", "skipped"), control("", "passed")) + `]`, CompliancePassed},
+		{`[` + profile(control("", "skipped")) + `,` + profile(control("", "skipped")) + `]`, ComplianceSkipped},
+		{`[` + profile(control("", "skipped", "failed")) + `]`, ComplianceFailed},
+		{`[` + profile(control("", "passed")) + `,` + profile(control("", "passed", "failed")) + `]`, ComplianceFailed},
+		{`[` + profile(control(`{"justification":"accepted risk","run":false}`, "failed")) + `]`, ComplianceSkipped},
+		{`[` + profile(control(`{"message":"Waiver expired on 2020-01-01"}`, "failed")) + `]`, ComplianceFailed},
+		{`[` + profile(control(`{}`, "failed")) + `]`, ComplianceFailed},
+		{`[` + profile(control(`{"run":true}`, "failed"), control("", "passed")) + `]`, CompliancePassed},
+		{`[1, "x", {"controls": 5}, {"controls": [7]}]`, CompliancePassed},
+	}
+	for _, tt := range tests {
+		if got := ComplianceStatus([]byte(tt.profiles)); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.profiles, got, tt.want)
+		}
+	}
+}
+
+func TestValidationText(t *testing.T) {
+	for _, s := range []string{"compatible", "strict", "off"} {
+		var v Validation
+		if err := v.UnmarshalText([]byte(s)); err != nil || v.String() != s {
+			t.Errorf("%s: %v %v", s, v, err)
+		}
+	}
+	var v Validation
+	if err := v.UnmarshalText([]byte("lenient")); err == nil || !strings.Contains(err.Error(), "compatible, strict or off") {
+		t.Errorf("lenient: %v", err)
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	for _, name := range []string{"01_run_start_chef12_ubuntu", "05_action_node_delete_chef_server"} {
+		f.Add(fixture(f, name))
+	}
+	for _, s := range []string{`{"event_type":"node_ping"}`, `{"profiles":[]}`, `{"message_type":"run_converge"}`, `[]`, ``, `{"a":`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		k, err := Classify(body)
+		if (k == KindUnknown) != (err != nil) {
+			t.Fatalf("kind %v with error %v", k, err)
+		}
+		var m map[string]any
+		isObject := json.Unmarshal(body, &m) == nil && m != nil
+		if k != KindUnknown && !isObject {
+			t.Fatalf("classified %q, which is not a JSON object", body)
+		}
+		if isObject && err != nil && err != ErrUnknownType {
+			t.Fatalf("a JSON object was refused as malformed: %v", err)
+		}
+		// The classification agrees with the decoded object.
+		if isObject {
+			want := KindUnknown
+			mt, _ := m["message_type"].(string)
+			et, _ := m["event_type"].(string)
+			_, hasProfiles := m["profiles"]
+			switch {
+			case mt == "run_start":
+				want = KindRunStart
+			case mt == "run_converge":
+				want = KindRunConverge
+			case mt == "action":
+				want = KindAction
+			case et == "node_ping":
+				want = KindLiveness
+			case hasProfiles:
+				want = KindCompliance
+			}
+			if k != want {
+				t.Fatalf("Classify(%q) = %v, decoded object says %v", body, k, want)
+			}
+		}
+	})
+}
+
+// validFull is the verdict of the schema on the fully decoded body, which the
+// stand-ins of Parse must reproduce.
+func validFull(t testing.TB, p *Parser, body []byte) (bool, bool) {
+	k, err := Classify(body)
+	s := p.schemas[k]
+	if err != nil || s == nil {
+		return false, false
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("classified, yet not decodable: %v", err)
+	}
+	return s.compiled.Validate(v) == nil, true
+}
+
+func TestStandInsAgreeWithFullDecode(t *testing.T) {
+	p := parsers(t)
+	bodies := [][]byte{[]byte(strictConverge)}
+	for _, name := range []string{"01_run_start_chef12_ubuntu", "02_run_converge_success_chef12_ubuntu",
+		"03_run_converge_failure_chef15_policyfile_macos", "05_action_node_delete_chef_server"} {
+		bodies = append(bodies, fixture(t, name))
+	}
+	bodies = append(bodies,
+		mutate(t, strictConverge, func(m map[string]any) { resource0(m)["name"] = 5 }),
+		mutate(t, strictConverge, func(m map[string]any) { resource0(m)["after"] = "x" }),
+		mutate(t, strictConverge, func(m map[string]any) { m["node"] = "x" }),
+		mutate(t, strictConverge, func(m map[string]any) { m["resources"] = []any{1, "x", nil} }),
+		mutate(t, strictConverge, func(m map[string]any) { m["run_list"] = []any{1} }),
+	)
+	for _, mode := range []Validation{ValidationCompatible, ValidationStrict} {
+		for i, b := range bodies {
+			full, ok := validFull(t, p[mode], b)
+			if !ok {
+				t.Fatalf("body %d not classified", i)
+			}
+			if _, err := p[mode].Parse(b); full != (err == nil) {
+				t.Errorf("%s, body %d: full decode valid=%v, Parse: %v", mode, i, full, err)
+			}
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(strictConverge))
+	f.Add(fixture(f, "05_action_node_delete_chef_server"))
+	f.Add([]byte(`{"event_type":"node_ping","node_name":"n","organization_name":null}`))
+	f.Add([]byte(`{"profiles":[{"controls":[{"results":[{"status":"failed"}]}]}],"node_name":"n"}`))
+	ps := parsers(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for mode, p := range ps {
+			m, err := p.Parse(body)
+			// The stand-ins must not change the schema's verdict: Parse
+			// refuses what the schema refuses decoded, and accepts what it
+			// accepts unless a rule of every mode says otherwise.
+			if full, ok := validFull(t, p, body); ok {
+				d, _ := document(body)
+				k, _ := Classify(body)
+				if !full && err == nil {
+					t.Fatalf("%s: the schema refuses %q decoded, Parse accepted it", mode, body)
+				}
+				if full && err != nil && rules(k, d) == nil {
+					t.Fatalf("%s: the schema accepts %q decoded, Parse refused it: %v", mode, body, err)
+				}
+			}
+			if err != nil {
+				var perr *Error
+				if !errors.As(err, &perr) || perr.Msg == "" {
+					t.Fatalf("%s: error %#v is not an *Error with a message", mode, err)
+				}
+				continue
+			}
+			switch m := m.(type) {
+			case *RunConverge:
+				if !ValidNodeName(m.NodeName) || m.OrganizationName == "" || m.RunID == "" ||
+					(m.Status != "success" && m.Status != "failure") {
+					t.Fatalf("%s: accepted %+v", mode, m)
+				}
+				for _, r := range m.Resources {
+					if !json.Valid(r.Raw) {
+						t.Fatalf("resource %d is not valid JSON", r.Index)
+					}
+				}
+			case *Compliance:
+				if m.Status != CompliancePassed && m.Status != ComplianceFailed && m.Status != ComplianceSkipped {
+					t.Fatalf("status %q", m.Status)
+				}
+			case *Action:
+				if m.EntityType == "" || m.Task == "" || m.EntityName == "" {
+					t.Fatalf("%+v", m)
+				}
+			}
+		}
+	})
+}

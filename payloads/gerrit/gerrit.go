@@ -1,0 +1,203 @@
+// Package gerrit reads Gerrit's stream-events JSON, as `gerrit stream-events`
+// prints it and Gerrit's webhooks plugin posts it: one JSON object per event,
+// or NDJSON, one event per line. It extracts only what a topic needs, the
+// event type and the project, and keeps every event's bytes as they came.
+//
+// It does no I/O and never changes an event.
+package gerrit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// TypeDroppedOutput is the event Gerrit sends down a stream-events session
+// whose queue overflowed: events were lost for that session. It carries no
+// project, so it is never published.
+const TypeDroppedOutput = "dropped-output"
+
+// Fields where the project is looked for, in order.
+const (
+	FieldProject          = "project"
+	FieldChangeProject    = "change.project"
+	FieldRefUpdateProject = "refUpdate.project"
+	FieldType             = "type"
+)
+
+// jsonSpace is JSON's whitespace; bytes.TrimSpace would also drop Unicode
+// spaces that are not valid around JSON.
+const jsonSpace = " \t\r\n"
+
+// ErrInvalid is wrapped by every *Error.
+var ErrInvalid = errors.New("invalid gerrit event")
+
+// Event is one Gerrit event.
+type Event struct {
+	// Type is the event's "type", such as "comment-added". Unknown types are
+	// kept: Gerrit and its plugins add new ones.
+	Type string
+	// Project is the project's full path ("openstack/nova").
+	Project string
+	// ProjectField is where Project was found: FieldProject,
+	// FieldChangeProject or FieldRefUpdateProject.
+	ProjectField string
+	// Raw is the event's JSON exactly as received, without the whitespace
+	// around it. It aliases the input.
+	Raw []byte
+	// Line is the 1-based line of the input where the event starts.
+	Line int
+}
+
+// Error says why an input is not a Gerrit event, and where.
+type Error struct {
+	// Line is the 1-based line of the event at fault.
+	Line int
+	// Field is the JSON field at fault ("type", "project", ...), or "" when
+	// the line is not a JSON object at all.
+	Field string
+	// Msg says what is wrong.
+	Msg string
+}
+
+// Error returns "line N: field: message".
+func (e *Error) Error() string {
+	s := "line " + strconv.Itoa(e.Line) + ": "
+	if e.Field != "" {
+		s += e.Field + ": "
+	}
+	return s + e.Msg
+}
+
+// Unwrap returns ErrInvalid.
+func (e *Error) Unwrap() error { return ErrInvalid }
+
+// head is the part of an event that decides its topic. Raw messages let a
+// wrong type be reported by field instead of failing the whole decode.
+type head struct {
+	Type      json.RawMessage `json:"type"`
+	Project   json.RawMessage `json:"project"`
+	Change    json.RawMessage `json:"change"`
+	RefUpdate json.RawMessage `json:"refUpdate"`
+}
+
+// Parse reads a request body: one event (which may span several lines, as
+// pretty-printed JSON does) or NDJSON (one event per line; blank lines are
+// skipped). It returns every event or, if any line is bad, only the first
+// error: a body is taken whole or not at all.
+func Parse(body []byte) ([]Event, error) {
+	trimmed := bytes.Trim(body, jsonSpace)
+	if len(trimmed) == 0 {
+		return nil, &Error{Line: 1, Msg: "empty body: send one Gerrit event as JSON, or NDJSON with one event per line"}
+	}
+	// A body holding one JSON value is one event, even when it spans lines.
+	// json.Valid stops at the second value of an NDJSON body, so this costs
+	// one line's scan.
+	if bytes.IndexByte(trimmed, '\n') < 0 || json.Valid(trimmed) {
+		line := 1 + bytes.Count(body[:len(body)-len(bytes.TrimLeft(body, jsonSpace))], []byte{'\n'})
+		ev, err := parseAt(trimmed, line)
+		if err != nil {
+			return nil, err
+		}
+		return []Event{ev}, nil
+	}
+	events := make([]Event, 0, bytes.Count(trimmed, []byte{'\n'})+1)
+	for line, rest := 1, body; len(rest) > 0; line++ {
+		var l []byte
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			l, rest = rest[:i], rest[i+1:]
+		} else {
+			l, rest = rest, nil
+		}
+		l = bytes.Trim(l, jsonSpace)
+		if len(l) == 0 {
+			continue
+		}
+		ev, err := parseAt(l, line)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+// ParseEvent reads one event, such as one line of `gerrit stream-events`.
+// Whitespace around it is dropped; the error's Line is 1.
+func ParseEvent(raw []byte) (Event, error) {
+	return parseAt(bytes.Trim(raw, jsonSpace), 1)
+}
+
+func parseAt(raw []byte, line int) (Event, error) {
+	fail := func(field, format string, args ...any) (Event, error) {
+		return Event{}, &Error{Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	var h head
+	if err := json.Unmarshal(raw, &h); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" {
+			return fail("", "a Gerrit event must be a JSON object, not %s", typeErr.Value)
+		}
+		return fail("", "invalid JSON: %v", err)
+	}
+	typ, ok, err := stringField(h.Type)
+	if err != nil {
+		return fail(FieldType, "%v", err)
+	}
+	if !ok || typ == "" {
+		return fail(FieldType, "missing: every Gerrit event has a type, such as \"patchset-created\"")
+	}
+	ev := Event{Type: typ, Raw: raw, Line: line}
+	project, ok, err := stringField(h.Project)
+	if err != nil {
+		return fail(FieldProject, "%v", err)
+	}
+	if ok && project != "" {
+		ev.Project, ev.ProjectField = project, FieldProject
+		return ev, nil
+	}
+	for _, nested := range []struct {
+		field, object string
+		raw           json.RawMessage
+	}{{FieldChangeProject, "change", h.Change}, {FieldRefUpdateProject, "refUpdate", h.RefUpdate}} {
+		if isAbsent(nested.raw) {
+			continue
+		}
+		var inner struct {
+			Project json.RawMessage `json:"project"`
+		}
+		if nested.raw[0] != '{' || json.Unmarshal(nested.raw, &inner) != nil {
+			return fail(nested.object, "must be a JSON object")
+		}
+		project, ok, err := stringField(inner.Project)
+		if err != nil {
+			return fail(nested.field, "%v", err)
+		}
+		if ok && project != "" {
+			ev.Project, ev.ProjectField = project, nested.field
+			return ev, nil
+		}
+	}
+	return fail(FieldProject, "the %q event names no project (looked for project, change.project and refUpdate.project)", typ)
+}
+
+func isAbsent(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// stringField decodes a JSON string; ok is false when the field is absent
+// or null.
+func stringField(raw json.RawMessage) (s string, ok bool, err error) {
+	if isAbsent(raw) {
+		return "", false, nil
+	}
+	if raw[0] != '"' {
+		return "", false, errors.New("must be a string")
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false, err
+	}
+	return s, true, nil
+}
