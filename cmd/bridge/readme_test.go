@@ -29,6 +29,10 @@ const (
 	cmdPasswd     = "printf %s 'the-password' | go run ./cmd/bridge passwd"
 	cmdBroker     = "go run ./cmd/broker --config examples/tour.yaml"
 	cmdChef       = "curl -s --data-binary @adapters/chef/testdata/01_run_start_chef12_ubuntu/input.json 127.0.0.1:8080/data-collector/v0/"
+	cmdGerrit     = "curl -s --data-binary @adapters/gerrit/testdata/patchset_created/input.json 127.0.0.1:8080/gerrit/v1/events"
+	cmdLaunchpad  = "go run ./cmd/bridge ingest launchpad < adapters/launchpad/testdata/bug_new/input.eml"
+	cmdSubunit    = "curl -s -H 'Content-Type: application/x-subunit' --data-binary @adapters/subunit/testdata/stream_failing/input.subunit " +
+		"'127.0.0.1:8080/subunit/v1/events?worker=ci01&project=openstack/nova&change=12345&build_uuid=45f7c1dd&source_url=https://logs.example.org/45f7c1dd/testrepository.subunit'"
 )
 
 // Commands in the README that other tests or tools cover.
@@ -68,7 +72,7 @@ func readmeCommands(t *testing.T) []string {
 
 func TestReadmeCommandsAreCovered(t *testing.T) {
 	known := map[string]bool{}
-	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker, cmdChef} {
+	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit} {
 		known[c] = true
 	}
 	for c := range coveredElsewhere {
@@ -198,6 +202,21 @@ func TestReadme(t *testing.T) {
 			t.Fatalf("%s: %v: %q", cmdChef, err, out)
 		}
 		expectLine(t, lines, "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/run/start {")
+
+		// The Sources section: each command, what it prints, and the
+		// subscriber's view the README shows.
+		for _, tt := range []struct{ cmd, output, line string }{
+			{cmdGerrit, `{"accepted":1}`, "gerrit/openstack/nova/patchset-created {"},
+			{cmdLaunchpad, "", "launchpad/octavia/bug/1680938 {"},
+			{cmdSubunit, `"status":"failure"`, `gearman-subunit/ci01/openstack/nova/12345 {"status":"failure","build_uuid":"45f7c1dd",` +
+				`"source_url":"https://logs.example.org/45f7c1dd/testrepository.subunit"}`},
+		} {
+			out, err := shell(t, bins, tt.cmd).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), tt.output) {
+				t.Fatalf("%s: %v: %q", tt.cmd, err, out)
+			}
+			expectLinePrefix(t, lines, tt.line)
+		}
 	})
 
 	t.Run("check and passwd", func(t *testing.T) {
@@ -228,6 +247,23 @@ func TestReadme(t *testing.T) {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Output())
 		}
 	})
+}
+
+// expectLinePrefix skips lines (the rest of a multi-line payload) until one
+// starts with prefix.
+func expectLinePrefix(t *testing.T, lines <-chan string, prefix string) {
+	t.Helper()
+	deadline := time.After(testkit.Timeout)
+	for {
+		select {
+		case got := <-lines:
+			if strings.HasPrefix(got, prefix) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("mosquitto_sub did not print %q", prefix)
+		}
+	}
 }
 
 func expectLine(t *testing.T, lines <-chan string, want string) {
