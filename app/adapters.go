@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/opsfirehose/firehose/adapters/chef"
+	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/adapters/gerrit"
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/adapters/launchpad"
@@ -43,6 +46,20 @@ func (b *Bridge) registerAdapters() error {
 		if err != nil {
 			return err
 		}
+		h.Register(b.http)
+	}
+	if cfg.ConfigDB.Enabled {
+		// Open connects and runs migrations; PostgreSQL may be slow to answer.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		h, err := configdbapi.Open(ctx, cfg.ConfigDB, configdbapi.Options{
+			Publisher: b.publisher, Logger: b.log.With().Str("adapter", "configdb").Logger(),
+			Tokens: b.http.Tokens(), Registerer: b.registry, DataDir: cfg.DataDir,
+		})
+		cancel()
+		if err != nil {
+			return err
+		}
+		b.configdb = h
 		h.Register(b.http)
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 // publishes on the bridge's broker, and a section's own tokens replace
 // http.tokens for its endpoint only.
 func TestAdaptersAreWiredWithTheirTokens(t *testing.T) {
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.HTTP.Tokens = []httpserver.Token{{Name: "shared", Token: "shared-secret"}}
 	cfg.Gerrit.Tokens = []httpserver.Token{{Name: "relay", Token: "gerrit-secret"}}
 	cfg.Launchpad.Enabled = false

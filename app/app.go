@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
@@ -41,6 +42,12 @@ type Bridge struct {
 	router     *router.Router
 	publisher  bus.Publisher
 
+	configdb     *configdbapi.Handler
+	configdbStop context.CancelFunc
+	configdbDone chan struct{}
+
+	startOnce    sync.Once
+	startErr     error
 	shutdownOnce sync.Once
 	shutdownErr  error
 }
@@ -165,8 +172,13 @@ func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Start serves MQTT and HTTP and starts routing. It returns once the
-// listeners accept connections.
+// listeners accept connections. Calling it again does nothing.
 func (b *Bridge) Start() error {
+	b.startOnce.Do(func() { b.startErr = b.start() })
+	return b.startErr
+}
+
+func (b *Bridge) start() error {
 	if b.broker != nil {
 		if err := b.broker.Start(); err != nil {
 			return err
@@ -175,6 +187,11 @@ func (b *Bridge) Start() error {
 	b.router.Start()
 	if b.subscriber != nil {
 		b.subscriber.Start()
+	}
+	if b.configdb != nil { // its relay publishes the events a crash or a refusal left in its outbox
+		ctx, cancel := context.WithCancel(context.Background())
+		b.configdbStop, b.configdbDone = cancel, make(chan struct{})
+		go func() { defer close(b.configdbDone); _ = b.configdb.Run(ctx) }()
 	}
 	b.http.Start()
 	return nil
@@ -219,6 +236,15 @@ func (b *Bridge) closeAll(ctx context.Context) error {
 	}
 	if b.http != nil {
 		step("http", func() error { return b.http.Shutdown(ctx) })
+	}
+	if b.configdb != nil { // before the router, which its relay publishes through
+		step("configdb", func() error {
+			if b.configdbStop != nil {
+				b.configdbStop()
+				<-b.configdbDone
+			}
+			return b.configdb.Close()
+		})
 	}
 	if b.subscriber != nil {
 		step("router subscriber", func() error { return b.subscriber.Close(ctx) })

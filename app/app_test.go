@@ -16,9 +16,11 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
-// testConfig is the default config on loopback ports chosen by the kernel.
-func testConfig() config.Config {
+// testConfig is the default config on loopback ports chosen by the kernel,
+// with its state (ConfigDB's SQLite file, outboxes) in a temporary directory.
+func testConfig(t testing.TB) config.Config {
 	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
 	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.Broker.Listeners = []broker.ListenerConfig{
 		{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"},
@@ -55,7 +57,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestHealthReadinessAndMetrics(t *testing.T) {
-	b := startBridge(t, testConfig())
+	b := startBridge(t, testConfig(t))
 	base := "http://" + b.HTTPAddr()
 
 	if code, body := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
@@ -99,7 +101,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 }
 
 func TestReadyzFailsOnceTheBrokerIsClosed(t *testing.T) {
-	b := startBridge(t, testConfig())
+	b := startBridge(t, testConfig(t))
 	_ = b.Broker().Close()
 	code, body := get(t, "http://"+b.HTTPAddr()+"/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"broker":"not running"`) {
@@ -108,7 +110,7 @@ func TestReadyzFailsOnceTheBrokerIsClosed(t *testing.T) {
 }
 
 func TestShutdownIsOrderedIdempotentAndReleasesPorts(t *testing.T) {
-	cfg := testConfig()
+	cfg := testConfig(t)
 	b := startBridge(t, cfg)
 	httpAddr, mqttAddr := b.HTTPAddr(), b.Broker().Addr("mqtt")
 	lost := testkit.NewSignal()
@@ -135,8 +137,8 @@ func TestShutdownIsOrderedIdempotentAndReleasesPorts(t *testing.T) {
 }
 
 func TestNewFailsCleanlyWhenAPortIsTaken(t *testing.T) {
-	first := startBridge(t, testConfig())
-	cfg := testConfig()
+	first := startBridge(t, testConfig(t))
+	cfg := testConfig(t)
 	cfg.HTTP.Address = first.HTTPAddr()
 	_, err := New(cfg, zerolog.Nop())
 	if err == nil || !strings.Contains(err.Error(), "http.address") {

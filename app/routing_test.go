@@ -29,7 +29,7 @@ import (
 // of everything to a JetStream stream.
 func routedConfig(t *testing.T, natsURL string) config.Config {
 	t.Helper()
-	cfg := testConfig()
+	cfg := testConfig(t)
 	cfg.DataDir = t.TempDir()
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	cfg.Broker.Users = []broker.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
@@ -188,7 +188,7 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 
 	var bridges []*Bridge
 	for i := 0; i < 2; i++ {
-		cfg := testConfig()
+		cfg := testConfig(t)
 		cfg.DataDir = t.TempDir()
 		cfg.Broker.Mode = broker.ModeExternal
 		cfg.Broker.External = &broker.External{}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/opsfirehose/firehose/app"
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/configdb/configcli"
 	"github.com/opsfirehose/firehose/ingest"
 	"github.com/opsfirehose/firehose/logging"
 )
@@ -51,6 +52,9 @@ func OS() (Env, context.CancelFunc) {
 func Bridge(env Env, args []string) int {
 	if len(args) > 0 && args[0] == "ingest" {
 		return ingest.Run(env.Context, args[1:], env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
+	}
+	if len(args) > 0 && args[0] == "config" {
+		return configcli.Run(env.Context, args[1:], env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
 	}
 	return dispatch(env, "bridge", args, func(ctx context.Context, cfg *config.Config, env Env) error {
 		log := logging.New(cfg.Log, env.Stderr)
@@ -101,6 +105,8 @@ func usage(w io.Writer, prog string) {
 	extra := `  %[1]s ingest gerrit|launchpad
                                  relay Gerrit's stream-events, or a Launchpad mail, to a running
                                  bridge ("%[1]s ingest help" for its flags)
+  %[1]s config <command> ...    the ConfigDB client (fuel2 config) against a running bridge
+                                 ("%[1]s config help")
 `
 	if prog == "broker" {
 		what = "the firehose MQTT broker alone (anonymous read-only, authenticated publishers)"

@@ -115,7 +115,8 @@ func TestUnknownCommand(t *testing.T) {
 // TestRunStopsOnCancel runs both commands until they log readiness, then
 // cancels them as SIGTERM does and expects a clean exit.
 func TestRunStopsOnCancel(t *testing.T) {
-	cfg := writeFile(t, "log: {format: json}\nhttp: {address: '127.0.0.1:0'}\nbroker:\n  listeners: [{address: '127.0.0.1:0'}]\n")
+	cfg := writeFile(t, "log: {format: json}\nhttp: {address: '127.0.0.1:0'}\nbroker:\n  listeners: [{address: '127.0.0.1:0'}]\n"+
+		"data_dir: "+t.TempDir()+"\n")
 	for name, cmd := range map[string]func(Env, []string) int{"bridge": Bridge, "broker": Broker} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())

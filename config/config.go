@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/adapters/chef"
+	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/adapters/gerrit"
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/adapters/launchpad"
@@ -47,6 +48,8 @@ type Config struct {
 	Gerrit    gerrit.Config    `yaml:"gerrit"`
 	Launchpad launchpad.Config `yaml:"launchpad"`
 	Subunit   subunit.Config   `yaml:"subunit"`
+	// ConfigDB is the Fuel/tuning-box config API and its store.
+	ConfigDB configdbapi.Config `yaml:"configdb"`
 }
 
 // Runtime tunes Go's garbage collector for a message bus, which allocates a
@@ -76,6 +79,7 @@ func Default() Config {
 		Gerrit:          gerrit.DefaultConfig(),
 		Launchpad:       launchpad.DefaultConfig(),
 		Subunit:         subunit.DefaultConfig(),
+		ConfigDB:        configdbapi.DefaultConfig(),
 	}
 }
 
@@ -93,6 +97,9 @@ func (c *Config) Intakes() []Intake {
 		{"gerrit", c.Gerrit},
 		{"launchpad", c.Launchpad},
 		{"subunit", c.Subunit},
+		// configdb.auth, when set, replaces http.tokens; it is more than
+		// tokens (users, Keystone), so it counts here as a token of its own.
+		{"configdb", intake.Config{Enabled: c.ConfigDB.Enabled && !c.ConfigDB.AuthConfigured()}},
 	}
 }
 

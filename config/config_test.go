@@ -51,13 +51,15 @@ func TestNoConfigIsValid(t *testing.T) {
 func TestExampleConfigLoads(t *testing.T) {
 	certs := testkit.TLS(t)
 	vars := map[string]string{
-		"FIREHOSE_CHEF_TOKEN":           "chef-token",
-		"FIREHOSE_CI_TOKEN_FILE":        write(t, "ci-token", "ci-token\n"),
-		"FIREHOSE_TLS_CERT":             certs.CertFile,
-		"FIREHOSE_TLS_KEY":              certs.KeyFile,
-		"FIREHOSE_MONITORING_HASH_FILE": write(t, "hash", testHash+"\n"),
-		"FIREHOSE_GERRIT_TOKEN":         "gerrit-token",
-		"FIREHOSE_LAUNCHPAD_TOKEN":      "launchpad-token",
+		"FIREHOSE_CHEF_TOKEN":              "chef-token",
+		"FIREHOSE_CI_TOKEN_FILE":           write(t, "ci-token", "ci-token\n"),
+		"FIREHOSE_TLS_CERT":                certs.CertFile,
+		"FIREHOSE_TLS_KEY":                 certs.KeyFile,
+		"FIREHOSE_MONITORING_HASH_FILE":    write(t, "hash", testHash+"\n"),
+		"FIREHOSE_GERRIT_TOKEN":            "gerrit-token",
+		"FIREHOSE_LAUNCHPAD_TOKEN":         "launchpad-token",
+		"FIREHOSE_CONFIGDB_DEPLOYER_TOKEN": "deployer-token",
+		"FIREHOSE_CONFIGDB_HIERA_TOKEN":    "hiera-token",
 	}
 	cfg, err := Load("../config.example.yaml", Options{LookupEnv: env(vars)})
 	if err != nil {
@@ -69,6 +71,9 @@ func TestExampleConfigLoads(t *testing.T) {
 	if cfg.Gerrit.Tokens[0].Token != "gerrit-token" || cfg.Launchpad.Tokens[0].Token != "launchpad-token" || !cfg.Chef.Enabled || cfg.Subunit.MaxBody != 128<<20 {
 		t.Errorf("adapter sections: gerrit %+v launchpad %+v chef enabled %v subunit max_body %d",
 			cfg.Gerrit.Tokens, cfg.Launchpad.Tokens, cfg.Chef.Enabled, cfg.Subunit.MaxBody)
+	}
+	if len(cfg.ConfigDB.Auth.Tokens) != 2 || cfg.ConfigDB.Auth.Tokens[1].Token != "hiera-token" {
+		t.Errorf("configdb.auth.tokens: %+v", cfg.ConfigDB.Auth.Tokens)
 	}
 	if got := cfg.Broker.Users[1].PasswordHash; got != testHash {
 		t.Errorf("password_hash_file gave %q", got)
@@ -176,6 +181,8 @@ func TestSecureByDefaultPerSection(t *testing.T) {
 			case skip:
 			case disable:
 				s += in.Key + ": {enabled: false}\n"
+			case "configdb": // its own auth, with roles, instead of tokens
+				s += "configdb: {auth: {tokens: [{name: own, token: secret-configdb, role: writer}]}}\n"
 			default:
 				s += in.Key + ": {tokens: [{name: own, token: secret-" + in.Key + "}]}\n"
 			}

@@ -33,6 +33,10 @@ const (
 	cmdLaunchpad  = "go run ./cmd/bridge ingest launchpad < adapters/launchpad/testdata/bug_new/input.eml"
 	cmdSubunit    = "curl -s -H 'Content-Type: application/x-subunit' --data-binary @adapters/subunit/testdata/stream_failing/input.subunit " +
 		"'127.0.0.1:8080/subunit/v1/events?worker=ci01&project=openstack/nova&change=12345&build_uuid=45f7c1dd&source_url=https://logs.example.org/45f7c1dd/testrepository.subunit'"
+	cmdConfigComp = "go run ./cmd/bridge config comp create --name fuel-lcm --resource-definitions astute"
+	cmdConfigEnv  = "go run ./cmd/bridge config env create --id 1 --components fuel-lcm --levels nodes"
+	cmdConfigSet  = "go run ./cmd/bridge config set --env 1 --level nodes=node-1.domain.tld --resource astute --key deployment_id --value 2 --type int"
+	cmdConfigGet  = "curl -s '127.0.0.1:8080/api/v1/config/environments/1/nodes/node-1.domain.tld/resources/astute/values?effective'"
 )
 
 // Commands in the README that other tests or tools cover.
@@ -72,7 +76,8 @@ func readmeCommands(t *testing.T) []string {
 
 func TestReadmeCommandsAreCovered(t *testing.T) {
 	known := map[string]bool{}
-	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit} {
+	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit,
+		cmdConfigComp, cmdConfigEnv, cmdConfigSet, cmdConfigGet} {
 		known[c] = true
 	}
 	for c := range coveredElsewhere {
@@ -112,7 +117,9 @@ func TestReadme(t *testing.T) {
 	bins := map[string]string{"bridge": testkit.BuildBinary(t, "./cmd/bridge"), "broker": testkit.BuildBinary(t, "./cmd/broker")}
 
 	t.Run("no config: MQTT on 1883, WebSocket on 8083, HTTP on 127.0.0.1:8080", func(t *testing.T) {
-		p := testkit.Start(t, "", "sh", "-c", "exec "+bins["bridge"])
+		// The bridge keeps its state (ConfigDB) in ./data: run it where that
+		// starts empty, as on a fresh clone.
+		p := testkit.Start(t, t.TempDir(), "sh", "-c", "exec "+bins["bridge"])
 		testkit.WaitHTTP(t, p, "http://127.0.0.1:8080/healthz")
 		testkit.WaitTCP(t, p, "127.0.0.1:1883")
 		testkit.WaitTCP(t, p, "127.0.0.1:8083")
@@ -124,7 +131,9 @@ func TestReadme(t *testing.T) {
 	})
 
 	t.Run("tour", func(t *testing.T) {
-		p := testkit.Start(t, "", "sh", "-c", "exec "+strings.Replace(cmdTour, "go run ./cmd/bridge", bins["bridge"], 1))
+		tour := strings.Replace(cmdTour, "go run ./cmd/bridge", bins["bridge"], 1)
+		tour = strings.Replace(tour, "examples/tour.yaml", filepath.Join(testkit.ModuleRoot(t), "examples/tour.yaml"), 1)
+		p := testkit.Start(t, t.TempDir(), "sh", "-c", "exec "+tour)
 		testkit.WaitHTTP(t, p, "http://127.0.0.1:8080/healthz")
 
 		sub := shell(t, bins, cmdSub)
@@ -210,12 +219,18 @@ func TestReadme(t *testing.T) {
 			{cmdLaunchpad, "", "launchpad/octavia/bug/1680938 {"},
 			{cmdSubunit, `"status":"failure"`, `gearman-subunit/ci01/openstack/nova/12345 {"status":"failure","build_uuid":"45f7c1dd",` +
 				`"source_url":"https://logs.example.org/45f7c1dd/testrepository.subunit"}`},
+			{cmdConfigComp, `"name": "fuel-lcm"`, `configdb/components/1/created {"component_id":1,"event":"created"`},
+			{cmdConfigEnv, `"hierarchy_levels"`, `configdb/1/environment/created {"environment_id":1,"event":"created"`},
+			{cmdConfigSet, "", `configdb/1/astute/values/nodes/node-1.domain.tld {"environment_id":1,"resource":"astute"`},
 		} {
 			out, err := shell(t, bins, tt.cmd).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), tt.output) {
 				t.Fatalf("%s: %v: %q", tt.cmd, err, out)
 			}
 			expectLinePrefix(t, lines, tt.line)
+		}
+		if out, err := shell(t, bins, cmdConfigGet).CombinedOutput(); err != nil || string(out) != `{"deployment_id":2}` {
+			t.Fatalf("%s: %v: %q", cmdConfigGet, err, out)
 		}
 	})
 

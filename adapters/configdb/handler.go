@@ -1,0 +1,333 @@
+package configdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/configdb"
+	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// BasePath is where the API is served, as in Fuel's service catalog.
+const BasePath = "/api/v1/config"
+
+// Options carries what the handler needs besides its config section.
+type Options struct {
+	Publisher bus.Publisher
+	// Logger is the adapter's child logger (log.With().Str("adapter", "configdb")).
+	Logger zerolog.Logger
+	// Tokens are http.tokens. When configdb.auth configures nothing and
+	// these are set, they are required, and each may write; when both are
+	// empty the API is open (the bridge allows that on loopback only).
+	Tokens *httpserver.Tokens
+	// Registerer receives the metrics; nil means none.
+	Registerer prometheus.Registerer
+	// Now is the clock of versions and events; nil means time.Now.
+	Now func() time.Time
+	// DataDir holds the SQLite file when Config.DSN is empty.
+	DataDir string
+	// TokenChecker replaces the Keystone checker built from the config.
+	TokenChecker TokenChecker
+	// HTTPClient is used to reach Keystone; nil means a default client.
+	HTTPClient *http.Client
+}
+
+// Handler serves the ConfigDB API.
+type Handler struct {
+	cfg     Config
+	log     zerolog.Logger
+	store   *configdb.Store
+	auth    *authenticator
+	relay   *relay
+	maxBody int64
+}
+
+// DatabaseDSN is the database a config uses: Config.DSN, or the SQLite
+// file configdb.sqlite in dataDir.
+func DatabaseDSN(cfg Config, dataDir string) string {
+	if cfg.DSN != "" {
+		return cfg.DSN
+	}
+	if dataDir == "" {
+		dataDir = "data"
+	}
+	return filepath.Join(dataDir, "configdb.sqlite")
+}
+
+// Open opens (and migrates) the database and prepares the handler. Unlike
+// other adapters' New, it does I/O, hence ctx. Close releases the database;
+// Run publishes what the outbox holds.
+func Open(ctx context.Context, cfg Config, opts Options) (*Handler, error) {
+	if opts.Publisher == nil {
+		return nil, errors.New("configdb: a Publisher is required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configdb: %w", err)
+	}
+	log := opts.Logger
+	store, err := configdb.Open(ctx, DatabaseDSN(cfg, opts.DataDir), configdb.Options{
+		Topics:    topics.ConfigDB{Prefix: cfg.TopicPrefix},
+		Now:       opts.Now,
+		CacheSize: int64(cfg.CacheSize),
+		MaxConns:  cfg.MaxConnections,
+	})
+	if err != nil {
+		return nil, err
+	}
+	checker := opts.TokenChecker
+	if checker == nil && cfg.Auth.Keystone != nil {
+		checker = NewKeystone(*cfg.Auth.Keystone, opts.HTTPClient, opts.Now)
+	}
+	h := &Handler{
+		cfg:     cfg,
+		log:     log,
+		store:   store,
+		auth:    newAuthenticator(cfg.Auth, checker, opts.Tokens),
+		relay:   newRelay(store, opts.Publisher, log, cfg.Outbox),
+		maxBody: int64(cfg.MaxBody),
+	}
+	if opts.Registerer != nil {
+		if err := h.register(opts.Registerer); err != nil {
+			_ = store.Close()
+			return nil, fmt.Errorf("configdb metrics: %w", err)
+		}
+	}
+	log.Info().Str("database", store.Backend()).Bool("auth", !h.auth.open).Msg("ConfigDB ready")
+	return h, nil
+}
+
+func (h *Handler) register(reg prometheus.Registerer) error {
+	cs := []prometheus.Collector{
+		h.relay.published, h.relay.failures,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "firehose_configdb_cache_hits_total",
+			Help: "Effective-value GETs answered from the cache.",
+		}, func() float64 { hits, _ := h.store.CacheStats(); return float64(hits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "firehose_configdb_cache_misses_total",
+			Help: "Effective-value GETs that merged from the database.",
+		}, func() float64 { _, misses := h.store.CacheStats(); return float64(misses) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "firehose_configdb_outbox_pending",
+			Help: "ConfigDB events committed but not yet published.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			n, _ := h.store.PendingCount(ctx)
+			return float64(n)
+		}),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Register adds the API's routes. *http.ServeMux and *httpserver.Server both fit.
+func (h *Handler) Register(mux interface {
+	Handle(pattern string, h http.Handler)
+}) {
+	mux.Handle(BasePath+"/", h)
+}
+
+// Run publishes the events waiting in the outbox, and keeps retrying those
+// that fail, until ctx ends. Start it with the bridge; stop it before the
+// broker closes.
+func (h *Handler) Run(ctx context.Context) error {
+	h.relay.run(ctx)
+	return nil
+}
+
+// Close closes the database.
+func (h *Handler) Close() error { return h.store.Close() }
+
+// Store is the handler's database, for tools and tests.
+func (h *Handler) Store() *configdb.Store { return h.store }
+
+// ServeHTTP authenticates, authorizes and routes a request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id, fail := h.auth.authenticate(r)
+	if fail == nil {
+		fail = authorize(id, r.Method)
+	}
+	if fail != nil {
+		if fail.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Basic realm="configdb"`)
+		}
+		if fail.status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
+		h.log.Info().Str("method", r.Method).Str("path", r.URL.Path).Int("status", fail.status).Msg("refused: " + fail.msg)
+		writeMsg(w, fail.status, fail.msg, "")
+		return
+	}
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), BasePath+"/")
+	if !ok {
+		h.notFound(w, r)
+		return
+	}
+	req := &request{h: h, w: w, r: r, id: id, rest: rest}
+	req.route()
+}
+
+// request is one request being served.
+type request struct {
+	h    *Handler
+	w    http.ResponseWriter
+	r    *http.Request
+	id   Identity
+	rest string
+}
+
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	writeMsg(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path, "")
+}
+
+// methods answers 405 unless the request's method is one of allowed. HEAD is
+// served as GET.
+func (q *request) methods(allowed ...string) bool {
+	m := q.r.Method
+	if m == http.MethodHead {
+		m = http.MethodGet
+	}
+	for _, a := range allowed {
+		if m == a {
+			return true
+		}
+	}
+	q.w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeMsg(q.w, http.StatusMethodNotAllowed, q.r.Method+" is not allowed on "+q.r.URL.Path+"; allowed: "+strings.Join(allowed, ", "), "")
+	return false
+}
+
+// errorBody is every error answer: "msg" as tuning-box's clients read it,
+// "error" (the same text) and "field" as the rest of firehose answers.
+type errorBody struct {
+	Msg   string `json:"msg"`
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeMsg(w http.ResponseWriter, status int, msg, field string) {
+	writeJSON(w, status, errorBody{Msg: msg, Error: msg, Field: field})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeMsg(w, http.StatusInternalServerError, "encoding the answer: "+err.Error(), "")
+		return
+	}
+	writeRaw(w, status, b)
+}
+
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// fail answers an error from the store: its kind's status for the caller's
+// mistakes, 503 with Retry-After for storage trouble, which is logged.
+func (q *request) fail(err error) {
+	var e *configdb.Error
+	if errors.As(err, &e) {
+		status := map[configdb.ErrorKind]int{
+			configdb.Invalid:            http.StatusBadRequest,
+			configdb.NotFound:           http.StatusNotFound,
+			configdb.Conflict:           http.StatusConflict,
+			configdb.PreconditionFailed: http.StatusPreconditionFailed,
+		}[e.Kind]
+		q.h.log.Info().Str("method", q.r.Method).Str("path", q.r.URL.Path).Int("status", status).Msg("refused: " + e.Msg)
+		writeMsg(q.w, status, e.Msg, e.Field)
+		return
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		q.w.Header().Set("Retry-After", "5")
+		writeMsg(q.w, http.StatusServiceUnavailable, "the request was cancelled before it completed; retry", "")
+		return
+	}
+	q.h.log.Error().Err(err).Str("method", q.r.Method).Str("path", q.r.URL.Path).Msg("ConfigDB storage failed")
+	q.w.Header().Set("Retry-After", "5")
+	writeMsg(q.w, http.StatusServiceUnavailable, "the ConfigDB database is unavailable; retry later", "")
+}
+
+func invalid(field, format string, args ...any) error {
+	return &configdb.Error{Kind: configdb.Invalid, Msg: fmt.Sprintf(format, args...), Field: field}
+}
+
+// body reads the request body up to max_body.
+func (q *request) body() ([]byte, bool) {
+	if q.r.ContentLength > q.h.maxBody {
+		writeMsg(q.w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body of %s is over the limit of %s", bytesize.Size(q.r.ContentLength), bytesize.Size(q.h.maxBody)), "")
+		return nil, false
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(q.w, q.r.Body, q.h.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeMsg(q.w, http.StatusRequestEntityTooLarge, "the body is over the limit of "+bytesize.Size(q.h.maxBody).String(), "")
+		} else {
+			writeMsg(q.w, http.StatusBadRequest, "reading the body: "+err.Error(), "")
+		}
+		return nil, false
+	}
+	return b, true
+}
+
+// object reads the body as a JSON object, for the entity endpoints.
+func (q *request) object() (jsonObject, bool) {
+	b, ok := q.body()
+	if !ok {
+		return nil, false
+	}
+	var o jsonObject
+	if err := json.Unmarshal(b, &o); err != nil || o == nil {
+		var msg string
+		if err != nil {
+			msg = "the body must be a JSON object: " + err.Error()
+		} else {
+			msg = "the body must be a JSON object, not null"
+		}
+		writeMsg(q.w, http.StatusBadRequest, msg, "")
+		return nil, false
+	}
+	return o, true
+}
+
+// afterWrite publishes the change's event when the bus takes it; see relay.
+func (q *request) afterWrite() { q.h.relay.afterWrite(q.r.Context()) }
+
+// created answers 201 with the new object and its Location.
+func (q *request) created(location string, v any) {
+	q.afterWrite()
+	q.w.Header().Set("Location", BasePath+location)
+	writeJSON(q.w, http.StatusCreated, v)
+}
+
+// noContent answers 204 after a write.
+func (q *request) noContent(etag string) {
+	q.afterWrite()
+	if etag != "" {
+		q.w.Header().Set("ETag", etag)
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+}

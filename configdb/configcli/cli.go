@@ -1,0 +1,409 @@
+package configcli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1 // the server refused, or could not be reached
+	exitUsage = 2 // bad arguments: nothing was sent
+)
+
+// Run runs `bridge config <command> ...` and returns the exit status.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	r := &runner{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: lookupEnv}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "get":
+		err = r.get(rest)
+	case "set":
+		err = r.set(rest, "values")
+	case "override":
+		err = r.set(rest, "overrides")
+	case "del":
+		err = r.del(rest, "values")
+	case "rm-override":
+		err = r.del(rest, "overrides")
+	case "history":
+		err = r.history(rest)
+	case "env", "comp", "def", "lvl":
+		if len(rest) == 0 {
+			err = usageErrorf("%s needs a subcommand; see bridge config help", cmd)
+			break
+		}
+		err = r.entity(cmd, rest[0], rest[1:])
+	default:
+		err = usageErrorf("unknown command %q; see bridge config help", cmd)
+	}
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "bridge config %s: %v\n", cmd, err)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "bridge config %s: %v\n", cmd, err)
+	return exitError
+}
+
+const usage = `bridge config manages ConfigDB, the tuning-box compatible config API.
+
+Resources (values are always read effective, as Hiera sees them):
+  get         --env N [--level l1=v1,l2=v2] --resource R [--key a.b] [--show-lookup] [--format json|yaml|plain]
+  set         --env N [--level ...] --resource R [--key a.b] (--value V --type int|str|bool|json|yaml | --type null | --format json|yaml < file)
+  override    as set, for the level's overrides
+  del         --env N [--level ...] --resource R --key a.b
+  rm-override as del, for the level's overrides
+  history     --env N [--level ...] --resource R [--kind values|overrides]
+
+Environments, components, resource definitions, hierarchy levels:
+  env  list | show ID | create [--id N] --components a,b --levels l1,l2 | update ID [--components ...] [--levels ...] | delete ID
+  comp list | show ID | create --name N [--resource-definitions r1,r2] | update ID [--name N] [--resource-definitions ID,ID|[]] | delete ID
+  def  list [--component-id N] | show ID | create --name N [--component-id N] [--content C --type json|yaml | --data-format json|yaml < file]
+       | update ID [--name N] [--component-id N] [--content C --type ... | --data-format ... < file] | delete ID
+  lvl  list --env N | show --env N LEVEL
+
+Every command takes --url (default $FIREHOSE_CONFIGDB_URL, else $FIREHOSE_URL/api/v1/config,
+else http://127.0.0.1:8080/api/v1/config), --token (default $FIREHOSE_CONFIGDB_TOKEN, sent as
+X-Auth-Token) and --user (default $FIREHOSE_CONFIGDB_USER, HTTP Basic with $FIREHOSE_CONFIGDB_PASSWORD),
+and --format json|yaml for what it prints. A key a.b.0 goes into nested objects and lists.
+Any 4xx or 5xx answer is printed and exits 1; bad arguments exit 2.
+`
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+type runner struct {
+	ctx            context.Context
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	env            func(string) (string, bool)
+}
+
+func (r *runner) getenv(name string) string {
+	if r.env == nil {
+		return ""
+	}
+	v, _ := r.env(name)
+	return v
+}
+
+// flags is a command's flag set with the connection flags every command takes.
+type flags struct {
+	*flag.FlagSet
+	r                *runner
+	url, token, user *string
+	format           *string
+}
+
+func (r *runner) flags(name, defaultFormat string) *flags {
+	fs := flag.NewFlagSet("bridge config "+name, flag.ContinueOnError)
+	fs.SetOutput(r.stderr)
+	f := &flags{FlagSet: fs, r: r}
+	f.url = fs.String("url", "", "the ConfigDB API `URL` (default $"+EnvURL+", else $"+EnvBridgeURL+"/api/v1/config, else "+DefaultURL+")")
+	f.token = fs.String("token", "", "token sent as X-Auth-Token (default $"+EnvToken+")")
+	f.user = fs.String("user", "", "HTTP Basic user (default $"+EnvUser+"; the password comes from $"+EnvPassword+")")
+	if defaultFormat != "" {
+		f.format = fs.String("format", defaultFormat, "output `format`: json or yaml (get: also plain)")
+	}
+	return f
+}
+
+// parse parses flags and positional arguments in any order.
+func (f *flags) parse(args []string, positional int) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageErrorf("%v", err)
+		}
+		if f.NArg() == 0 {
+			break
+		}
+		pos = append(pos, f.Arg(0))
+		args = f.Args()[1:]
+	}
+	if len(pos) != positional {
+		return nil, usageErrorf("expected %d argument(s), got %q", positional, pos)
+	}
+	return pos, nil
+}
+
+func (f *flags) client() *client {
+	base := *f.url
+	if base == "" {
+		base = f.r.getenv(EnvURL)
+	}
+	if base == "" {
+		if b := f.r.getenv(EnvBridgeURL); b != "" {
+			base = strings.TrimSuffix(b, "/") + "/api/v1/config"
+		}
+	}
+	if base == "" {
+		base = DefaultURL
+	}
+	token := *f.token
+	if token == "" {
+		token = f.r.getenv(EnvToken)
+	}
+	user := *f.user
+	if user == "" {
+		user = f.r.getenv(EnvUser)
+	}
+	return newClient(base, token, user, f.r.getenv(EnvPassword))
+}
+
+// resourceFlags are --env, --level and --resource.
+type resourceFlags struct {
+	env      *int64
+	level    *string
+	resource *string
+}
+
+func (f *flags) resourceFlags() resourceFlags {
+	return resourceFlags{
+		env:      f.Int64("env", 0, "environment `ID` (required)"),
+		level:    f.String("level", "", "level path `l1=v1,l2=v2`, least specific first; none is the environment-wide level"),
+		resource: f.String("resource", "", "resource `NAME` or id (required)"),
+	}
+}
+
+// path builds /environments/<env>/<levels>resources/<res>/<last>.
+func (rf resourceFlags) path(last string) (string, error) {
+	if *rf.env <= 0 {
+		return "", usageErrorf("--env is required")
+	}
+	if *rf.resource == "" {
+		return "", usageErrorf("--resource is required")
+	}
+	var b strings.Builder
+	b.WriteString("/environments/" + strconv.FormatInt(*rf.env, 10) + "/")
+	if *rf.level != "" {
+		for _, part := range strings.Split(*rf.level, ",") {
+			name, value, ok := strings.Cut(part, "=")
+			if !ok || name == "" || value == "" {
+				return "", usageErrorf("--level must be in the form level1=value1,level2=value2")
+			}
+			b.WriteString(url.PathEscape(name) + "/" + url.PathEscape(value) + "/")
+		}
+	}
+	b.WriteString("resources/" + url.PathEscape(*rf.resource) + "/" + last)
+	return b.String(), nil
+}
+
+func (r *runner) get(args []string) error {
+	f := r.flags("get", "json")
+	rf := f.resourceFlags()
+	key := f.String("key", "", "print only this `key` (a.b.0 for nested values)")
+	lookup := f.Bool("show-lookup", false, "show the level each value comes from")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if *f.format != "json" && *f.format != "yaml" && *f.format != "plain" {
+		return usageErrorf("--format must be json, yaml or plain")
+	}
+	path, err := rf.path("values")
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	path += "?effective"
+	if *lookup {
+		path += "&show_lookup"
+	}
+	if *key != "" {
+		q.Set("key", *key)
+		path += "&" + q.Encode()
+	}
+	rep, err := f.client().do(r.ctx, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	return output(r.stdout, rep.body, *f.format)
+}
+
+// set serves set and override: the whole document, or one key.
+func (r *runner) set(args []string, kind string) error {
+	f := r.flags(map[string]string{"values": "set", "overrides": "override"}[kind], "")
+	rf := f.resourceFlags()
+	key := f.String("key", "", "set only this `key` (a.b for nested values); without it the whole document is replaced")
+	value := f.String("value", "", "the key's `value`, read as --type says")
+	typ := f.String("type", "", "type of --value: null, int, str, bool, json or yaml")
+	format := f.String("format", "", "format of the document on stdin: json or yaml")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	v, err := r.valueToSet(*key, isSet(f, "value"), *value, *typ, *format)
+	if err != nil {
+		return err
+	}
+	path, err := rf.path(kind)
+	if err != nil {
+		return err
+	}
+	c := f.client()
+	if *key == "" {
+		_, err := c.do(r.ctx, "PUT", path, v)
+		return err
+	}
+	return setKey(r.ctx, c, path, strings.Split(*key, "."), v)
+}
+
+// valueToSet checks set's arguments as tuning-box's client did, and returns
+// the value.
+func (r *runner) valueToSet(key string, hasValue bool, value, typ, format string) (any, error) {
+	switch {
+	case key == "":
+		if hasValue || typ != "" {
+			return nil, usageErrorf("--value and --type make sense only with --key")
+		}
+		if format == "" {
+			return nil, usageErrorf("give --format json|yaml for the document on stdin that replaces the whole resource")
+		}
+		return readDocument(r.stdin, format, r.stderr)
+	case hasValue:
+		if format != "" {
+			return nil, usageErrorf("--format is for stdin; with --value give --type")
+		}
+		switch typ {
+		case "":
+			return nil, usageErrorf("give --type (int, str, bool, json or yaml) for --value")
+		case "null":
+			return nil, usageErrorf("--type null takes no --value")
+		case "str":
+			return value, nil
+		case "int":
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				return nil, usageErrorf("--value %q is not an int", value)
+			}
+			return n, nil
+		case "bool":
+			switch strings.ToLower(value) {
+			case "1", "true":
+				return true, nil
+			case "0", "false":
+				return false, nil
+			}
+			return nil, usageErrorf("bad value for bool: %q; use 0, 1, false or true", value)
+		case "json", "yaml":
+			v, err := parseValue([]byte(value), typ, r.stderr)
+			if err != nil {
+				return nil, usageErrorf("--value: %v", err)
+			}
+			return v, nil
+		}
+		return nil, usageErrorf("unknown --type %q: use null, int, str, bool, json or yaml", typ)
+	case typ == "null":
+		return nil, nil
+	case typ != "":
+		return nil, usageErrorf("--type is for --value, and there is no --value")
+	case format == "":
+		return nil, usageErrorf("give --value with --type, or --format json|yaml for the value on stdin")
+	}
+	return readDocument(r.stdin, format, r.stderr)
+}
+
+// setKey sets one key with a keys operation, which is atomic on the server.
+// A level with nothing stored yet has no document to edit: then a top-level
+// key is created with a PUT that only succeeds if nothing was stored
+// meanwhile (If-Match "0"), and the whole is retried once if it was.
+func setKey(ctx context.Context, c *client, path string, keys []string, v any) error {
+	entry := make([]any, 0, len(keys)+1)
+	for _, k := range keys {
+		entry = append(entry, k)
+	}
+	entry = append(entry, v)
+	var err error
+	for range 2 {
+		if _, err = c.do(ctx, "PUT", path+"/keys/set", [][]any{entry}); err == nil {
+			return nil
+		}
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.status != 404 || len(keys) != 1 {
+			return err
+		}
+		cur, gerr := c.do(ctx, "GET", path, nil)
+		if gerr != nil || cur.header.Get("ETag") != `"0"` {
+			return err // the 404 was about something else: say so
+		}
+		_, err = c.do(ctx, "PUT", path, map[string]any{keys[0]: v}, "If-Match", `"0"`)
+		if err == nil {
+			return nil
+		}
+		if !errors.As(err, &ae) || ae.status != 412 {
+			return err
+		}
+	}
+	return err
+}
+
+func (r *runner) del(args []string, kind string) error {
+	f := r.flags(map[string]string{"values": "del", "overrides": "rm-override"}[kind], "")
+	rf := f.resourceFlags()
+	key := f.String("key", "", "the `key` to delete (a.b for nested values; required)")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if *key == "" {
+		return usageErrorf("--key is required")
+	}
+	path, err := rf.path(kind + "/keys/delete")
+	if err != nil {
+		return err
+	}
+	entry := []any{}
+	for _, k := range strings.Split(*key, ".") {
+		entry = append(entry, k)
+	}
+	_, err = f.client().do(r.ctx, "PUT", path, [][]any{entry})
+	return err
+}
+
+func (r *runner) history(args []string) error {
+	f := r.flags("history", "json")
+	rf := f.resourceFlags()
+	kind := f.String("kind", "", "only `values` or overrides")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	path, err := rf.path("history")
+	if err != nil {
+		return err
+	}
+	if *kind != "" {
+		path += "?kind=" + url.QueryEscape(*kind)
+	}
+	rep, err := f.client().do(r.ctx, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	return output(r.stdout, rep.body, *f.format)
+}

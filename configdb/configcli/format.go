@@ -1,0 +1,169 @@
+package configcli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// decodeJSON parses a JSON answer, numbers kept as written.
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("the answer is not JSON: %w", err)
+	}
+	return v, nil
+}
+
+// output prints a JSON answer as json (indented), yaml, or plain (strings as
+// they are, null as nothing, anything else as JSON).
+func output(w io.Writer, body []byte, format string) error {
+	v, err := decodeJSON(body)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "plain":
+		switch s := v.(type) {
+		case string:
+			_, err = fmt.Fprintln(w, s)
+			return err
+		case nil:
+			return nil
+		}
+		fallthrough
+	case "json":
+		var out bytes.Buffer
+		enc := json.NewEncoder(&out)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		_, err = w.Write(out.Bytes())
+		return err
+	case "yaml":
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		if err := enc.Encode(yamlNode(v)); err != nil {
+			return err
+		}
+		return enc.Close()
+	}
+	return fmt.Errorf("unknown format %q: use json, yaml or plain", format)
+}
+
+// yamlNode builds a YAML tree from decoded JSON, keeping numbers as written
+// and mapping keys sorted.
+func yamlNode(v any) *yaml.Node {
+	switch t := v.(type) {
+	case map[string]any:
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, yamlNode(t[k]))
+		}
+		return n
+	case []any:
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		for _, item := range t {
+			n.Content = append(n.Content, yamlNode(item))
+		}
+		return n
+	case json.Number:
+		tag := "!!int"
+		if strings.ContainsAny(t.String(), ".eE") {
+			tag = "!!float"
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: t.String()}
+	case string:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t}
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(t)}
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+}
+
+// readDocument reads one document from stdin in json or yaml, as a JSON value.
+func readDocument(r io.Reader, format string, stderr io.Writer) (any, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return parseValue(data, format, stderr)
+}
+
+// parseValue parses text as json or yaml into a JSON value.
+func parseValue(data []byte, format string, stderr io.Writer) (any, error) {
+	switch format {
+	case "json":
+		v, err := decodeJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("not JSON: %w", err)
+		}
+		return v, nil
+	case "yaml":
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("not YAML: %w", err)
+		}
+		var extra any
+		if dec.Decode(&extra) == nil && stderr != nil {
+			fmt.Fprintln(stderr, "warning: the YAML stream holds more than one document; only the first is used")
+		}
+		return jsonable(v)
+	}
+	return nil, fmt.Errorf("unknown format %q: use json or yaml", format)
+}
+
+// jsonable turns YAML's decoded values into JSON's.
+func jsonable(v any) (any, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, item := range t {
+			j, err := jsonable(item)
+			if err != nil {
+				return nil, err
+			}
+			t[k] = j
+		}
+		return t, nil
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, item := range t {
+			j, err := jsonable(item)
+			if err != nil {
+				return nil, err
+			}
+			m[fmt.Sprint(k)] = j
+		}
+		return m, nil
+	case []any:
+		for i, item := range t {
+			j, err := jsonable(item)
+			if err != nil {
+				return nil, err
+			}
+			t[i] = j
+		}
+		return t, nil
+	}
+	return v, nil
+}

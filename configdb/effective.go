@@ -1,0 +1,358 @@
+package configdb
+
+import (
+	"bytes"
+	"container/list"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// Effective is the merge of every document on the way from the root to a
+// level path: root values, root overrides, level-1 values, level-1
+// overrides, and so on, top-level keys only, later ones winning. It is
+// immutable and shared between requests through the cache.
+//
+// It holds the rendered document and, per key, offsets into it: no pointers
+// for the garbage collector to scan, and the stored documents it was merged
+// from are not kept.
+type Effective struct {
+	body    []byte
+	entries []entry
+	// paths[i] is the lookup path of source level i: "/", "/lvl1/v1/", ...
+	paths []string
+	// sorted says entries are in key order, so Key can search.
+	sorted bool
+}
+
+// entry locates one member in body: the key as written (quotes included),
+// the value, and the level that set it.
+type entry struct {
+	keyStart, keyEnd, valStart, valEnd int32
+	level                              int32
+}
+
+// size estimates the memory held, for the cache.
+func (e *Effective) size() int64 { return int64(cap(e.body)) + int64(cap(e.entries))*20 + 64 }
+
+func (e *Effective) rawKey(en entry) []byte { return e.body[en.keyStart:en.keyEnd] }
+func (e *Effective) val(en entry) []byte    { return e.body[en.valStart:en.valEnd] }
+
+// key decodes an entry's key.
+func (e *Effective) key(en entry) string {
+	raw := e.rawKey(en)
+	var k string
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1])
+	}
+	_ = json.Unmarshal(raw, &k)
+	return k
+}
+
+// builder renders the plain document while members are merged in.
+type builder struct {
+	e *Effective
+}
+
+func newBuilder(paths []string, size int, sorted bool) builder {
+	return builder{e: &Effective{
+		paths:   paths,
+		sorted:  sorted,
+		body:    append(make([]byte, 0, size+2), '{'),
+		entries: make([]entry, 0, size/32+8),
+	}}
+}
+
+func (b builder) add(m member, level int) builder {
+	e := b.e
+	if len(e.entries) > 0 {
+		e.body = append(e.body, ',')
+	}
+	en := entry{keyStart: int32(len(e.body)), level: int32(level)}
+	e.body = append(e.body, m.rawKey...)
+	en.keyEnd = int32(len(e.body))
+	e.body = append(e.body, ':')
+	en.valStart = int32(len(e.body))
+	e.body = append(e.body, m.val...)
+	en.valEnd = int32(len(e.body))
+	e.entries = append(e.entries, en)
+	return b
+}
+
+func (b builder) done() *Effective {
+	b.e.body = append(b.e.body, '}')
+	return b.e
+}
+
+// source is one stored document in merge order.
+type source struct {
+	body  []byte // nil: nothing stored
+	level int
+	what  string // "values at /" for messages
+}
+
+// maxInline is how many sources the merge keeps on the stack: 2 per level,
+// root included.
+const maxInline = 16
+
+func notObject(s source) error {
+	return &Error{Kind: Invalid, Msg: "effective values merge JSON objects only, and the " + s.what + " are " + jsonKind(s.body)}
+}
+
+// merge builds the effective document. A source that is not a JSON object is
+// an Invalid error, since only objects can be merged.
+//
+// Stored documents are canonical, so their keys come sorted, and the merge is
+// a k-way merge of sorted member lists: no hash map, output sorted too. A
+// source out of order (not written by Canonical) falls back to mergeUnsorted.
+// Offsets are 32-bit: a document over 2 GiB is refused (max_body is far less).
+func merge(sources []source, paths []string) (*Effective, error) {
+	var cursorBuf [maxInline]cursor
+	var headBuf [maxInline]member
+	var liveBuf [maxInline]bool
+	var levelBuf [maxInline]int
+	cursors, heads, live, levels := cursorBuf[:0], headBuf[:0], liveBuf[:0], levelBuf[:0]
+	size := 0
+	for _, s := range sources {
+		if s.body == nil {
+			continue
+		}
+		c, err := openCursor(s.body)
+		if err != nil {
+			return nil, notObject(s)
+		}
+		m, ok, err := c.next()
+		if err != nil {
+			return nil, err
+		}
+		cursors, heads, live, levels = append(cursors, c), append(heads, m), append(live, ok), append(levels, s.level)
+		size += len(s.body)
+	}
+	if size >= 1<<31-1 {
+		return nil, &Error{Kind: Invalid, Msg: "the documents to merge are over 2 GiB"}
+	}
+	b := newBuilder(paths, size, true)
+	for {
+		first := -1
+		for i := range cursors {
+			if live[i] && (first < 0 || heads[i].key < heads[first].key) {
+				first = i
+			}
+		}
+		if first < 0 {
+			return b.done(), nil
+		}
+		key, win := heads[first].key, first
+		for i := first + 1; i < len(cursors); i++ {
+			if live[i] && heads[i].key == key {
+				win = i // a later source wins
+			}
+		}
+		b = b.add(heads[win], levels[win])
+		for i := first; i < len(cursors); i++ {
+			if !live[i] || heads[i].key != key {
+				continue
+			}
+			m, ok, err := cursors[i].next()
+			if err != nil {
+				return nil, err
+			}
+			if ok && m.key <= key {
+				return mergeUnsorted(sources, paths)
+			}
+			heads[i], live[i] = m, ok
+		}
+	}
+}
+
+// mergeUnsorted merges sources whose keys are in any order, keeping the
+// order in which keys first appear.
+func mergeUnsorted(sources []source, paths []string) (*Effective, error) {
+	type winner struct {
+		m     member
+		level int
+	}
+	var order []winner
+	index := map[string]int{}
+	size := 0
+	for _, s := range sources {
+		if s.body == nil {
+			continue
+		}
+		members, err := splitObject(s.body)
+		if err != nil {
+			return nil, notObject(s)
+		}
+		size += len(s.body)
+		for _, m := range members {
+			if i, ok := index[m.key]; ok {
+				order[i] = winner{m, s.level}
+				continue
+			}
+			index[m.key] = len(order)
+			order = append(order, winner{m, s.level})
+		}
+	}
+	b := newBuilder(paths, size, false)
+	for _, w := range order {
+		b = b.add(w.m, w.level)
+	}
+	return b.done(), nil
+}
+
+// JSON renders the effective document. With lookup, each value becomes
+// [value, "<level path where it was last set>"].
+func (e *Effective) JSON(lookup bool) []byte {
+	if !lookup {
+		return e.body
+	}
+	n := len(e.body) + 2
+	for _, en := range e.entries {
+		n += len(e.paths[en.level]) + 6
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, en := range e.entries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e.rawKey(en)...)
+		b = append(b, ':', '[')
+		b = append(b, e.val(en)...)
+		b = append(b, ',')
+		b = appendJSONString(b, e.paths[en.level])
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
+}
+
+// Key returns the value at path (see LookupKey); with lookup, as
+// [value, "<level path of the top-level key>"].
+func (e *Effective) Key(path []string, lookup bool) ([]byte, error) {
+	keys := make([]any, len(path))
+	for i, k := range path {
+		keys[i] = k
+	}
+	from := 0
+	if e.sorted {
+		from = sort.Search(len(e.entries), func(i int) bool { return e.key(e.entries[i]) >= path[0] })
+	}
+	for _, en := range e.entries[from:] {
+		if e.key(en) != path[0] {
+			if e.sorted {
+				break
+			}
+			continue
+		}
+		val, err := LookupKey(e.val(en), path[1:])
+		if err != nil {
+			if ce, ok := err.(*Error); ok && ce.Kind == Conflict {
+				// Re-phrase with the whole path, not the part inside the value.
+				v, _ := decodeJSON(e.val(en))
+				_, err = lookupPath(map[string]any{path[0]: v}, path)
+			}
+			return nil, err
+		}
+		if !lookup {
+			return val, nil
+		}
+		out := append([]byte{'['}, val...)
+		out = append(out, ',')
+		out = appendJSONString(out, e.paths[en.level])
+		return append(out, ']'), nil
+	}
+	return nil, missingKey(keys, keys[0])
+}
+
+// cache keeps effective documents, least recently used first out, within a
+// byte budget. Entries carry the generations they were built at; the caller
+// checks them against the database before using one.
+type cache struct {
+	mu    sync.Mutex
+	max   int64
+	size  int64
+	ll    *list.List
+	items map[string]*list.Element
+
+	hits, misses int64
+}
+
+type cacheItem struct {
+	key            string
+	envGen, catGen int64
+	eff            *Effective
+}
+
+func newCache(max int64) *cache {
+	return &cache{max: max, ll: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *cache) get(key string, envGen, catGen int64) *Effective {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[key]
+	if !ok {
+		c.misses++
+		return nil
+	}
+	it := el.Value.(*cacheItem)
+	if it.envGen != envGen || it.catGen != catGen {
+		c.removeElement(el)
+		c.misses++
+		return nil
+	}
+	c.ll.MoveToFront(el)
+	c.hits++
+	return it.eff
+}
+
+func (c *cache) put(key string, envGen, catGen int64, eff *Effective) {
+	if eff.size() > c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		c.removeElement(el)
+	}
+	for c.size+eff.size() > c.max {
+		c.removeElement(c.ll.Back())
+	}
+	c.items[key] = c.ll.PushFront(&cacheItem{key: key, envGen: envGen, catGen: catGen, eff: eff})
+	c.size += eff.size()
+}
+
+func (c *cache) removeElement(el *list.Element) {
+	it := c.ll.Remove(el).(*cacheItem)
+	delete(c.items, it.key)
+	c.size -= it.eff.size()
+}
+
+func (c *cache) stats() (hits, misses int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses
+}
+
+// cacheKey identifies an effective document by the request's own words: the
+// resource as given (id or name) and the level path.
+func cacheKey(a Address) string {
+	var b bytes.Buffer
+	b.WriteString(strconv.FormatInt(a.Env, 10))
+	b.WriteByte(0)
+	b.WriteString(a.Resource)
+	for _, l := range a.Levels {
+		b.WriteByte(0)
+		b.WriteString(l.Name)
+		b.WriteByte(0)
+		b.WriteString(l.Value)
+	}
+	return b.String()
+}

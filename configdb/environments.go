@@ -1,0 +1,480 @@
+package configdb
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+)
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// ListEnvironments returns every environment, by id.
+func (s *Store) ListEnvironments(ctx context.Context) ([]Environment, error) {
+	var out []Environment
+	err := s.read(ctx, func(t *txn) error {
+		rows, err := t.query(`SELECT id FROM environments ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		out = make([]Environment, 0, len(ids))
+		for _, id := range ids {
+			env, err := t.environment(id)
+			if err != nil {
+				return err
+			}
+			out = append(out, env)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// GetEnvironment returns one environment.
+func (s *Store) GetEnvironment(ctx context.Context, id int64) (Environment, error) {
+	return readValue(ctx, s, func(t *txn) (Environment, error) { return t.environment(id) })
+}
+
+func (t *txn) environment(id int64) (Environment, error) {
+	env := Environment{ID: id, Components: []int64{}, HierarchyLevels: []string{}}
+	var gen int64
+	err := t.queryRow(`SELECT generation FROM environments WHERE id = ?`, id).Scan(&gen)
+	if errors.Is(err, sql.ErrNoRows) {
+		return env, envNotFound(id)
+	}
+	if err != nil {
+		return env, err
+	}
+	rows, err := t.query(`SELECT component_id FROM environment_components WHERE environment_id = ? ORDER BY position`, id)
+	if err != nil {
+		return env, err
+	}
+	for rows.Next() {
+		var c int64
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return env, err
+		}
+		env.Components = append(env.Components, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return env, err
+	}
+	levels, err := t.levels(id)
+	if err != nil {
+		return env, err
+	}
+	for _, l := range levels {
+		env.HierarchyLevels = append(env.HierarchyLevels, l.name)
+	}
+	return env, nil
+}
+
+type levelRow struct {
+	id   int64
+	name string
+}
+
+// levels returns an environment's levels, least specific first.
+func (t *txn) levels(env int64) ([]levelRow, error) {
+	rows, err := t.query(`SELECT id, name FROM hierarchy_levels WHERE environment_id = ? ORDER BY position`, env)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []levelRow
+	for rows.Next() {
+		var l levelRow
+		if err := rows.Scan(&l.id, &l.name); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// resolveComponents finds components by id or name. An unknown one is
+// NotFound, the same component twice a Conflict.
+func (t *txn) resolveComponents(refs []Ref) ([]int64, error) {
+	ids := make([]int64, 0, len(refs))
+	seen := map[int64]bool{}
+	for _, r := range refs {
+		var id int64
+		var err error
+		if r.Name != "" {
+			err = t.queryRow(`SELECT id FROM components WHERE name = ?`, r.Name).Scan(&id)
+		} else {
+			err = t.queryRow(`SELECT id FROM components WHERE id = ?`, r.ID).Scan(&id)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			if r.Name != "" {
+				return nil, errorf(NotFound, "component not found by identifier: %s", r.Name)
+			}
+			return nil, errorf(NotFound, "component not found by identifier: %d", r.ID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if seen[id] {
+			return nil, errorf(Conflict, "components duplicates: component %d is given twice", id)
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func checkLevelNames(names []string) error {
+	seen := map[string]bool{}
+	for i, n := range names {
+		if n == "" {
+			return invalidField("hierarchy_levels["+itoa(i)+"]", "a hierarchy level needs a name")
+		}
+		if seen[n] {
+			return errorf(Conflict, "hierarchy level %q is given twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// CreateEnvironment creates an environment. A given id that is taken is a
+// Conflict.
+func (s *Store) CreateEnvironment(ctx context.Context, author string, ne NewEnvironment) (Environment, error) {
+	if ne.ID < 0 {
+		return Environment{}, invalidField("id", "id must be positive")
+	}
+	if err := checkLevelNames(ne.HierarchyLevels); err != nil {
+		return Environment{}, err
+	}
+	var env Environment
+	err := s.write(ctx, func(t *txn) error {
+		comps, err := t.resolveComponents(ne.Components)
+		if err != nil {
+			return err
+		}
+		id := ne.ID
+		if id == 0 {
+			// Skip ids taken by environments created with an explicit id.
+			for {
+				if id, err = t.nextCounter("next_environment_id"); err != nil {
+					return err
+				}
+				var n int
+				if err := t.queryRow(`SELECT COUNT(*) FROM environments WHERE id = ?`, id).Scan(&n); err != nil {
+					return err
+				}
+				if n == 0 {
+					break
+				}
+			}
+		} else {
+			var n int
+			if err := t.queryRow(`SELECT COUNT(*) FROM environments WHERE id = ?`, id).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return errorf(Conflict, "environment %d already exists", id)
+			}
+		}
+		if _, err := t.exec(`INSERT INTO environments (id, generation) VALUES (?, ?)`, id, newGeneration()); err != nil {
+			return err
+		}
+		for i, c := range comps {
+			if _, err := t.exec(`INSERT INTO environment_components (environment_id, component_id, position) VALUES (?, ?, ?)`, id, c, i); err != nil {
+				return err
+			}
+		}
+		for i, name := range ne.HierarchyLevels {
+			if _, err := t.exec(`INSERT INTO hierarchy_levels (environment_id, name, position) VALUES (?, ?, ?)`, id, name, i); err != nil {
+				return err
+			}
+		}
+		if env, err = t.environment(id); err != nil {
+			return err
+		}
+		return s.emitEnvironment(t, eventCreated, author, env)
+	})
+	return env, err
+}
+
+// UpdateEnvironment replaces an environment's components and/or levels.
+func (s *Store) UpdateEnvironment(ctx context.Context, author string, id int64, u EnvironmentUpdate) error {
+	if u.HierarchyLevels != nil {
+		if err := checkLevelNames(*u.HierarchyLevels); err != nil {
+			return err
+		}
+	}
+	return s.write(ctx, func(t *txn) error {
+		if err := t.lockEnv(id); err != nil {
+			return err
+		}
+		if u.Components != nil {
+			comps, err := t.resolveComponents(*u.Components)
+			if err != nil {
+				return err
+			}
+			if _, err := t.exec(`DELETE FROM environment_components WHERE environment_id = ?`, id); err != nil {
+				return err
+			}
+			for i, c := range comps {
+				if _, err := t.exec(`INSERT INTO environment_components (environment_id, component_id, position) VALUES (?, ?, ?)`, id, c, i); err != nil {
+					return err
+				}
+			}
+		}
+		if u.HierarchyLevels != nil {
+			if err := t.replaceLevels(id, *u.HierarchyLevels); err != nil {
+				return err
+			}
+		}
+		env, err := t.environment(id)
+		if err != nil {
+			return err
+		}
+		return s.emitEnvironment(t, eventUpdated, author, env)
+	})
+}
+
+// replaceLevels re-orders and re-uses levels by name, creates new ones and
+// deletes the dropped ones with every document stored under them.
+func (t *txn) replaceLevels(env int64, names []string) error {
+	old, err := t.levels(env)
+	if err != nil {
+		return err
+	}
+	want := map[string]int{}
+	for i, n := range names {
+		want[n] = i
+	}
+	dropped := map[int64]bool{}
+	for _, l := range old {
+		if _, ok := want[l.name]; !ok {
+			dropped[l.id] = true
+		}
+	}
+	if len(dropped) > 0 {
+		if err := t.deleteDocumentsUnder(env, dropped); err != nil {
+			return err
+		}
+		for id := range dropped {
+			if _, err := t.exec(`DELETE FROM hierarchy_levels WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+	}
+	existing := map[string]bool{}
+	for _, l := range old {
+		if pos, ok := want[l.name]; ok {
+			existing[l.name] = true
+			if _, err := t.exec(`UPDATE hierarchy_levels SET position = ? WHERE id = ?`, pos, l.id); err != nil {
+				return err
+			}
+		}
+	}
+	for i, n := range names {
+		if existing[n] {
+			continue
+		}
+		if _, err := t.exec(`INSERT INTO hierarchy_levels (environment_id, name, position) VALUES (?, ?, ?)`, env, n, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteDocumentsUnder deletes the documents whose level path goes through
+// one of the given levels.
+func (t *txn) deleteDocumentsUnder(env int64, levels map[int64]bool) error {
+	rows, err := t.query(`SELECT id, level_path FROM documents WHERE environment_id = ?`, env)
+	if err != nil {
+		return err
+	}
+	var doomed []any
+	for rows.Next() {
+		var id int64
+		var path string
+		if err := rows.Scan(&id, &path); err != nil {
+			rows.Close()
+			return err
+		}
+		var pairs [][2]json.RawMessage
+		if err := json.Unmarshal([]byte(path), &pairs); err != nil {
+			rows.Close()
+			return err
+		}
+		for _, p := range pairs {
+			level, _ := strconv.ParseInt(string(p[0]), 10, 64)
+			if levels[level] {
+				doomed = append(doomed, id)
+				break
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for len(doomed) > 0 {
+		n := min(len(doomed), 500)
+		if _, err := t.exec(`DELETE FROM documents WHERE id IN (`+placeholders(n)+`)`, doomed[:n]...); err != nil {
+			return err
+		}
+		doomed = doomed[n:]
+	}
+	return nil
+}
+
+// DeleteEnvironment deletes an environment with everything stored in it.
+func (s *Store) DeleteEnvironment(ctx context.Context, author string, id int64) error {
+	return s.write(ctx, func(t *txn) error {
+		if err := t.lockEnv(id); err != nil {
+			return err
+		}
+		env, err := t.environment(id)
+		if err != nil {
+			return err
+		}
+		if _, err := t.exec(`DELETE FROM environments WHERE id = ?`, id); err != nil {
+			return err
+		}
+		return s.emitEnvironment(t, eventDeleted, author, env)
+	})
+}
+
+// ListLevels returns an environment's hierarchy levels, least specific first.
+func (s *Store) ListLevels(ctx context.Context, env int64) ([]Level, error) {
+	var out []Level
+	err := s.read(ctx, func(t *txn) error {
+		if _, err := t.environment(env); err != nil {
+			return err
+		}
+		rows, err := t.levels(env)
+		if err != nil {
+			return err
+		}
+		out = make([]Level, 0, len(rows))
+		for i, l := range rows {
+			lv := Level{ID: l.id, Name: l.name, EnvironmentID: env}
+			if i > 0 {
+				parent := rows[i-1].name
+				lv.Parent = &parent
+			}
+			if lv.Values, err = t.levelValues(l.id); err != nil {
+				return err
+			}
+			out = append(out, lv)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (t *txn) levelValues(level int64) ([]string, error) {
+	rows, err := t.query(`SELECT value FROM level_values WHERE level_id = ?`, level)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	values := []string{}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		values = append(values, v)
+	}
+	sort.Strings(values)
+	return values, rows.Err()
+}
+
+// GetLevel returns one level, by name or by id (all digits).
+func (s *Store) GetLevel(ctx context.Context, env int64, level string) (Level, error) {
+	levels, err := s.ListLevels(ctx, env)
+	if err != nil {
+		return Level{}, err
+	}
+	return findLevel(env, levels, level)
+}
+
+func findLevel(env int64, levels []Level, level string) (Level, error) {
+	id, byID := parseID(level)
+	for _, l := range levels {
+		if (byID && l.ID == id) || (!byID && l.Name == level) {
+			return l, nil
+		}
+	}
+	return Level{}, errorf(NotFound, "hierarchy level %q not found in environment %d", level, env)
+}
+
+// parseID reads an identifier that is all digits.
+func parseID(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil
+}
+
+// RenameLevel renames a hierarchy level; documents stay where they are.
+func (s *Store) RenameLevel(ctx context.Context, author string, env int64, level, name string) error {
+	if name == "" {
+		return invalidField("name", "name may not be empty")
+	}
+	return s.write(ctx, func(t *txn) error {
+		if err := t.lockEnv(env); err != nil {
+			return err
+		}
+		rows, err := t.levels(env)
+		if err != nil {
+			return err
+		}
+		id, byID := parseID(level)
+		var target *levelRow
+		for i, l := range rows {
+			if (byID && l.id == id) || (!byID && l.name == level) {
+				target = &rows[i]
+			}
+		}
+		if target == nil {
+			return errorf(NotFound, "hierarchy level %q not found in environment %d", level, env)
+		}
+		if target.name == name {
+			return nil
+		}
+		for _, l := range rows {
+			if l.name == name {
+				return errorf(Conflict, "environment %d already has a hierarchy level named %q", env, name)
+			}
+		}
+		if _, err := t.exec(`UPDATE hierarchy_levels SET name = ? WHERE id = ?`, name, target.id); err != nil {
+			return err
+		}
+		e, err := t.environment(env)
+		if err != nil {
+			return err
+		}
+		return s.emitEnvironment(t, eventUpdated, author, e)
+	})
+}
