@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/opsfirehose/firehose/adapters/ansible"
 	"github.com/opsfirehose/firehose/adapters/chef"
 	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/adapters/gerrit"
@@ -29,6 +30,7 @@ func (b *Bridge) registerAdapters() error {
 		build   func(intake.Options) (endpoints, error)
 	}{
 		{"chef", cfg.Chef.Config, func(o intake.Options) (endpoints, error) { return chef.New(cfg.Chef, o) }},
+		{"ansible", cfg.Ansible.Config, func(o intake.Options) (endpoints, error) { return ansible.New(cfg.Ansible, o) }},
 		{"gerrit", cfg.Gerrit, func(o intake.Options) (endpoints, error) { return gerrit.New(cfg.Gerrit, o) }},
 		{"launchpad", cfg.Launchpad, func(o intake.Options) (endpoints, error) { return launchpad.New(cfg.Launchpad, o) }},
 		{"subunit", cfg.Subunit, func(o intake.Options) (endpoints, error) { return subunit.New(cfg.Subunit, o) }},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsfirehose/firehose/adapters/ansible"
 	"github.com/opsfirehose/firehose/adapters/chef"
 	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/adapters/gerrit"
@@ -45,6 +46,7 @@ type Config struct {
 
 	// The intake adapters, one section each.
 	Chef      chef.Config      `yaml:"chef"`
+	Ansible   ansible.Config   `yaml:"ansible"`
 	Gerrit    gerrit.Config    `yaml:"gerrit"`
 	Launchpad launchpad.Config `yaml:"launchpad"`
 	Subunit   subunit.Config   `yaml:"subunit"`
@@ -76,6 +78,7 @@ func Default() Config {
 		Runtime:         Runtime{GCPercent: 400},
 		ShutdownTimeout: 15 * time.Second,
 		Chef:            chef.DefaultConfig(),
+		Ansible:         ansible.DefaultConfig(),
 		Gerrit:          gerrit.DefaultConfig(),
 		Launchpad:       launchpad.DefaultConfig(),
 		Subunit:         subunit.DefaultConfig(),
@@ -94,6 +97,7 @@ type Intake struct {
 func (c *Config) Intakes() []Intake {
 	return []Intake{
 		{"chef", c.Chef.Config},
+		{"ansible", c.Ansible.Config},
 		{"gerrit", c.Gerrit},
 		{"launchpad", c.Launchpad},
 		{"subunit", c.Subunit},

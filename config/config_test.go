@@ -57,6 +57,7 @@ func TestExampleConfigLoads(t *testing.T) {
 		"FIREHOSE_TLS_KEY":                 certs.KeyFile,
 		"FIREHOSE_MONITORING_HASH_FILE":    write(t, "hash", testHash+"\n"),
 		"FIREHOSE_GERRIT_TOKEN":            "gerrit-token",
+		"FIREHOSE_ANSIBLE_TOKEN":           "ansible-token",
 		"FIREHOSE_LAUNCHPAD_TOKEN":         "launchpad-token",
 		"FIREHOSE_CONFIGDB_DEPLOYER_TOKEN": "deployer-token",
 		"FIREHOSE_CONFIGDB_HIERA_TOKEN":    "hiera-token",
@@ -71,6 +72,9 @@ func TestExampleConfigLoads(t *testing.T) {
 	if cfg.Gerrit.Tokens[0].Token != "gerrit-token" || cfg.Launchpad.Tokens[0].Token != "launchpad-token" || !cfg.Chef.Enabled || cfg.Subunit.MaxBody != 128<<20 {
 		t.Errorf("adapter sections: gerrit %+v launchpad %+v chef enabled %v subunit max_body %d",
 			cfg.Gerrit.Tokens, cfg.Launchpad.Tokens, cfg.Chef.Enabled, cfg.Subunit.MaxBody)
+	}
+	if len(cfg.Ansible.Tokens) != 1 || cfg.Ansible.Tokens[0].Token != "ansible-token" || cfg.Ansible.MaxBatch != 1000 {
+		t.Errorf("ansible: %+v", cfg.Ansible)
 	}
 	if len(cfg.ConfigDB.Auth.Tokens) != 2 || cfg.ConfigDB.Auth.Tokens[1].Token != "hiera-token" {
 		t.Errorf("configdb.auth.tokens: %+v", cfg.ConfigDB.Auth.Tokens)

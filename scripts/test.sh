@@ -13,6 +13,7 @@ declare -A packages=(
   [mosquitto_pub]=mosquitto-clients
   [curl]=curl
   [ansible-playbook]=ansible-core
+  [ssh]=openssh-client
   [subunit-2to1]=subunit
   [python3]=python3
   ['/usr/lib/python3/dist-packages/subunit/__init__.py']=python3-subunit

@@ -33,6 +33,7 @@ const (
 	cmdLaunchpad  = "go run ./cmd/bridge ingest launchpad < adapters/launchpad/testdata/bug_new/input.eml"
 	cmdSubunit    = "curl -s -H 'Content-Type: application/x-subunit' --data-binary @adapters/subunit/testdata/stream_failing/input.subunit " +
 		"'127.0.0.1:8080/subunit/v1/events?worker=ci01&project=openstack/nova&change=12345&build_uuid=45f7c1dd&source_url=https://logs.example.org/45f7c1dd/testrepository.subunit'"
+	cmdAnsible    = "ANSIBLE_CALLBACK_PLUGINS=adapters/ansible/callback_plugins ANSIBLE_CALLBACKS_ENABLED=firehose ansible-playbook -i localhost, -c local examples/hello-playbook.yml"
 	cmdConfigComp = "go run ./cmd/bridge config comp create --name fuel-lcm --resource-definitions astute"
 	cmdConfigEnv  = "go run ./cmd/bridge config env create --id 1 --components fuel-lcm --levels nodes"
 	cmdConfigSet  = "go run ./cmd/bridge config set --env 1 --level nodes=node-1.domain.tld --resource astute --key deployment_id --value 2 --type int"
@@ -76,7 +77,7 @@ func readmeCommands(t *testing.T) []string {
 
 func TestReadmeCommandsAreCovered(t *testing.T) {
 	known := map[string]bool{}
-	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit,
+	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit, cmdAnsible,
 		cmdConfigComp, cmdConfigEnv, cmdConfigSet, cmdConfigGet} {
 		known[c] = true
 	}
@@ -232,6 +233,18 @@ func TestReadme(t *testing.T) {
 		if out, err := shell(t, bins, cmdConfigGet).CombinedOutput(); err != nil || string(out) != `{"deployment_id":2}` {
 			t.Fatalf("%s: %v: %q", cmdConfigGet, err, out)
 		}
+
+		testkit.RequireCommand(t, "ansible-playbook")
+		out, err = shell(t, bins, cmdAnsible).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "WARNING]: firehose") {
+			t.Fatalf("%s: %v:\n%s", cmdAnsible, err, out)
+		}
+		for _, want := range []string{"/action/start {", "/task/localhost/OK {", "/task/localhost/OK {", "/stats/localhost {", "/action/finish/OK {"} {
+			got := expectLinePrefix(t, lines, "ansible/playbook/")
+			if !strings.Contains(got, want) {
+				t.Fatalf("mosquitto_sub printed %q, want the next ansible message to be on .../%s", got, want)
+			}
+		}
 	})
 
 	t.Run("check and passwd", func(t *testing.T) {
@@ -266,14 +279,14 @@ func TestReadme(t *testing.T) {
 
 // expectLinePrefix skips lines (the rest of a multi-line payload) until one
 // starts with prefix.
-func expectLinePrefix(t *testing.T, lines <-chan string, prefix string) {
+func expectLinePrefix(t *testing.T, lines <-chan string, prefix string) string {
 	t.Helper()
 	deadline := time.After(testkit.Timeout)
 	for {
 		select {
 		case got := <-lines:
 			if strings.HasPrefix(got, prefix) {
-				return
+				return got
 			}
 		case <-deadline:
 			t.Fatalf("mosquitto_sub did not print %q", prefix)

@@ -1,0 +1,195 @@
+package ansible
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+const (
+	startOK = `{"event_id":"e1","status":"OK","host":"ctl","session":"s","playbook_name":"all","playbook_id":"p1","ansible_type":"start"}`
+	taskOK  = `{"status":"OK","host":"ctl","ansible_host":"web/01","session":"s","ansible_type":"task","playbook_name":"all","playbook_id":"p1","ansible_task":"TASK: ping","ansible_result":{"ping":"pong"}}`
+	// Stats and finish events as the firehose schema has them: no ansible_type.
+	statsOK  = `{"host":"ctl","ansible_host":"web01","playbook_id":"p1","playbook_name":"all","stats":{"ok":1,"failures":0,"unreachable":0,"changed":0,"skipped":0,"rescued":0,"ignored":0}}`
+	finishOK = `{"playbook_id":"p1","playbook_name":"all","status":"FAILED"}`
+)
+
+// The stats and finish events with an explicit ansible_type.
+var (
+	statsTyped  = `{"ansible_type":"stats",` + statsOK[1:]
+	finishTyped = `{"ansible_type":"finish",` + finishOK[1:]
+)
+
+func TestParseValid(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     Event
+	}{
+		{"start", startOK, Event{Type: TypeStart, EventID: "e1", PlaybookID: "p1", Status: "OK"}},
+		{"task", taskOK, Event{Type: TypeTask, PlaybookID: "p1", Status: "OK", AnsibleHost: "web/01"}},
+		{"task skipped", strings.Replace(taskOK, `"OK"`, `"SKIPPED"`, 1), Event{Type: TypeTask, PlaybookID: "p1", Status: "SKIPPED", AnsibleHost: "web/01"}},
+		{"stats", statsOK, Event{Type: TypeStats, PlaybookID: "p1", AnsibleHost: "web01"}},
+		{"stats with the schema's five keys", strings.Replace(statsOK, `,"rescued":0,"ignored":0`, "", 1), Event{Type: TypeStats, PlaybookID: "p1", AnsibleHost: "web01"}},
+		{"finish", finishOK, Event{Type: TypeFinish, PlaybookID: "p1", Status: "FAILED"}},
+		{"stats typed", statsTyped, Event{Type: TypeStats, PlaybookID: "p1", AnsibleHost: "web01"}},
+		{"finish typed", finishTyped, Event{Type: TypeFinish, PlaybookID: "p1", Status: "FAILED"}},
+		{"null type is no type", `{"ansible_type":null,` + finishOK[1:], Event{Type: TypeFinish, PlaybookID: "p1", Status: "FAILED"}},
+		{"unknown fields kept", `{"x":[1,{"y":null}],` + finishOK[1:], Event{Type: TypeFinish, PlaybookID: "p1", Status: "FAILED"}},
+		{"empty playbook name", strings.Replace(finishOK, `"all"`, `""`, 1), Event{Type: TypeFinish, PlaybookID: "p1", Status: "FAILED"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, field, msg string
+	}{
+		{"not JSON", `{"a":`, "", "malformed JSON"},
+		{"trailing data", finishOK + `x`, "", "malformed JSON"},
+		{"array", `[1]`, "", "must be a JSON object, got array"},
+		{"string", `"x"`, "", "must be a JSON object, got string"},
+		{"no type is a finish", `{"playbook_id":"p"}`, "playbook_name", `required (a string) (an event without ansible_type is read as a finish event: "stats" if it has stats or ansible_host, else "finish")`},
+		{"no type with stats is stats", strings.Replace(statsOK, `"ansible_host":"web01",`, "", 1), "ansible_host", "read as a stats event"},
+		{"no type with ansible_host is stats", strings.Replace(statsOK, `"stats":{`, `"x":{`, 1), "stats", "read as a stats event"},
+		{"task without its type", strings.Replace(taskOK, `"ansible_type":"task",`, "", 1), "ansible_type", `required ("start" or "task") for an event with session`},
+		{"start without its type", strings.Replace(startOK, `,"ansible_type":"start"`, "", 1), "ansible_type", `required ("start" or "task")`},
+		{"empty object", `{}`, "playbook_id", "required"},
+		{"unknown type", strings.Replace(finishTyped, `"finish"`, `"end"`, 1), "ansible_type", `"end" is not`},
+		{"typed finish without status", strings.Replace(finishTyped, `,"status":"FAILED"`, "", 1), "status", `required: "OK" or "FAILED"`},
+		{"type not a string", `{"ansible_type":1}`, "ansible_type", "must be a string, got number"},
+		{"no playbook id", strings.Replace(finishOK, `"playbook_id":"p1",`, "", 1), "playbook_id", "required"},
+		{"empty playbook id", strings.Replace(finishOK, `"p1"`, `""`, 1), "playbook_id", "non-empty"},
+		{"no playbook name", strings.Replace(finishOK, `"playbook_name":"all",`, "", 1), "playbook_name", "required"},
+		{"empty event id", strings.Replace(startOK, `"e1"`, `""`, 1), "event_id", "1 to 128 bytes"},
+		{"long event id", strings.Replace(startOK, `"e1"`, `"`+strings.Repeat("e", 129)+`"`, 1), "event_id", "1 to 128 bytes"},
+		{"start not OK", strings.Replace(startOK, `"OK"`, `"FAILED"`, 1), "status", `must be "OK", got "FAILED"`},
+		{"start no session", strings.Replace(startOK, `"session":"s",`, "", 1), "session", "required"},
+		{"start no host", strings.Replace(startOK, `"host":"ctl",`, "", 1), "host", "required"},
+		{"task bad status", strings.Replace(taskOK, `"OK"`, `"ok"`, 1), "status", `must be "OK", "FAILED", "UNREACHABLE" or "SKIPPED", got "ok"`},
+		{"task no status", strings.Replace(taskOK, `"status":"OK",`, "", 1), "status", `required: "OK", "FAILED"`},
+		{"task no ansible_host", strings.Replace(taskOK, `"ansible_host":"web/01",`, "", 1), "ansible_host", "required"},
+		{"task empty ansible_host", strings.Replace(taskOK, `"web/01"`, `""`, 1), "ansible_host", "non-empty"},
+		{"task no task", strings.Replace(taskOK, `"ansible_task":"TASK: ping",`, "", 1), "ansible_task", "required"},
+		{"task result a string", strings.Replace(taskOK, `{"ping":"pong"}`, `"{\"ping\":\"pong\"}"`, 1), "ansible_result", "must be a JSON object, got a string"},
+		{"task result null", strings.Replace(taskOK, `{"ping":"pong"}`, `null`, 1), "ansible_result", "got null"},
+		{"task no result", strings.Replace(taskOK, `,"ansible_result":{"ping":"pong"}`, ``, 1), "ansible_result", "got nothing"},
+		{"task result array", strings.Replace(taskOK, `{"ping":"pong"}`, `[]`, 1), "ansible_result", "got an array"},
+		{"stats missing", strings.Replace(statsTyped, `"stats":{`, `"x":{`, 1), "stats", "required"},
+		{"stats not an object", strings.Replace(statsOK, `"stats":{`, `"stats":[],"x":{`, 1), "stats", "must be an object, got array"},
+		{"stats counter missing", strings.Replace(statsOK, `"ok":1,`, "", 1), "stats.ok", "required"},
+		{"stats counter a string", strings.Replace(statsOK, `"ok":1`, `"ok":"1"`, 1), "stats.ok", "must be an integer, got string"},
+		{"stats counter a float", strings.Replace(statsOK, `"ok":1`, `"ok":1.5`, 1), "stats.ok", "must be an integer, got number 1.5"},
+		{"stats counter negative", strings.Replace(statsOK, `"ignored":0`, `"ignored":-1`, 1), "stats.ignored", "negative"},
+		{"stats no ansible_host", strings.Replace(statsOK, `"ansible_host":"web01",`, "", 1), "ansible_host", "required"},
+		{"finish bad status", strings.Replace(finishOK, `"FAILED"`, `"UNREACHABLE"`, 1), "status", `must be "OK" or "FAILED"`},
+		{"long bad value is cut", strings.Replace(finishOK, `"FAILED"`, `"`+strings.Repeat("x", 1000)+`"`, 1), "status", `got "` + strings.Repeat("x", 64) + `"...`},
+		{"long bad number is cut", strings.Replace(statsOK, `"ok":1`, `"ok":1`+strings.Repeat("0", 1000), 1), "stats.ok", "got number 1" + strings.Repeat("0", 56) + "..."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.in))
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("got %v, want a FieldError", err)
+			}
+			if fe.Field != tc.field || !strings.Contains(fe.Msg, tc.msg) {
+				t.Fatalf("got field %q msg %q, want field %q msg containing %q", fe.Field, fe.Msg, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+// FuzzParse checks that Parse never panics, that a valid event always has
+// what its topic needs, and that an error always says what is wrong.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{startOK, taskOK, statsOK, finishOK, statsTyped, finishTyped, `{}`, `[]`, `null`, `{"ansible_type":"task","ansible_result":"x"}`,
+		`{"Status":"OK","status":"FAILED","playbook_id":"p","playbook_name":""}`,
+		`{"status":"OK","STATUS":"FAILED","playbook_id":"p","playbook_name":""}`,
+		`{"st\u0061tus":"FAILED","playbook_id":"p\u002Fq","playbook_name":"\ud800"}`,
+		"{\"ſtatus\":\"FAILED\",\"playbook_id\":\"\xff\",\"playbook_name\":null,\"playbook_name\":\"x\"}",
+		`{"ansible_type":1}`, ` {"playbook_id":"p","playbook_name":"n","status":"OK","a":[{"}":"]"}]} `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ev, err := Parse(data)
+		// The fast path must agree with encoding/json exactly.
+		slowEv, slowErr := parseSlow(data)
+		if ev != slowEv || fmt.Sprint(err) != fmt.Sprint(slowErr) {
+			t.Fatalf("Parse: %+v, %v\nencoding/json: %+v, %v", ev, err, slowEv, slowErr)
+		}
+		// And Split with ParseValid must see an array as encoding/json does.
+		if !json.Valid(data) {
+			return
+		}
+		elems, serr := Split(append(append([]byte("[ "), data...), " ,{}]"...))
+		if serr != nil || len(elems) != 2 || string(elems[1]) != "{}" {
+			t.Fatalf("Split of [data, {}]: %q, %v", elems, serr)
+		}
+		if ev2, err2 := ParseValid(elems[0]); ev2 != ev || fmt.Sprint(err2) != fmt.Sprint(err) {
+			t.Fatalf("ParseValid of the element: %+v, %v; Parse: %+v, %v", ev2, err2, ev, err)
+		}
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Msg == "" {
+				t.Fatalf("error %v is not a FieldError with a message", err)
+			}
+			if len(fe.Error()) > 300 {
+				t.Fatalf("error of %d bytes repeats too much of the input: %.100s", len(fe.Error()), fe.Error())
+			}
+			return
+		}
+		if ev.PlaybookID == "" {
+			t.Fatal("valid event without playbook_id")
+		}
+		switch ev.Type {
+		case TypeStart:
+			if ev.Status != StatusOK {
+				t.Fatalf("start with status %q", ev.Status)
+			}
+		case TypeTask, TypeStats:
+			if ev.AnsibleHost == "" {
+				t.Fatal("task or stats without ansible_host")
+			}
+		case TypeFinish:
+			if ev.Status != StatusOK && ev.Status != StatusFailed {
+				t.Fatalf("finish with status %q", ev.Status)
+			}
+		default:
+			t.Fatalf("valid event of type %q", ev.Type)
+		}
+	})
+}
+
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		err  string
+	}{
+		{`[]`, nil, ""},
+		{" [ 1 , \"a,b\\\"]\" ,\n{\"x\":\"]}\",\"y\":[[],{}]}, null ] ", []string{`1`, `"a,b\"]"`, `{"x":"]}","y":[[],{}]}`, `null`}, ""},
+		{`[1,]`, nil, "malformed JSON array of events"},
+		{`{}`, nil, "not a JSON array"},
+	} {
+		got, err := Split([]byte(tc.in))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
+			t.Errorf("%s: got %q %v, want %q", tc.in, got, err, tc.want)
+		}
+	}
+}

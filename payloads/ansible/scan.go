@@ -1,0 +1,229 @@
+package ansible
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// The fast path. encoding/json scans an event at least twice (validity, then
+// decoding by reflection) and allocates for every field; at tens of
+// thousands of events a second that is most of the intake's CPU. scan reads
+// only the top-level keys it needs from an event already known to be valid
+// JSON, and gives up (returns false) on anything where encoding/json's
+// answer takes more than reading a string: a key that differs from ours only
+// in case or is escaped, a value of the wrong type, a stats object. The
+// caller then decodes with encoding/json, so the result is always exactly
+// parseSlow's; FuzzParse checks that they agree.
+
+// Split returns the elements of a JSON array of events, as sub-slices of
+// data, without decoding them; each is valid JSON, ready for [ParseValid].
+// data that is not a valid JSON array gets a *FieldError.
+func Split(data []byte) ([][]byte, error) {
+	if !json.Valid(data) {
+		// Decode only for encoding/json's description of the fault.
+		var events []json.RawMessage
+		msg := "invalid JSON"
+		if err := json.Unmarshal(data, &events); err != nil {
+			msg = err.Error()
+		}
+		return nil, &FieldError{"", "malformed JSON array of events: " + msg}
+	}
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return nil, &FieldError{"", "not a JSON array of events"}
+	}
+	var out [][]byte
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return out, nil
+	}
+	for i < len(data) {
+		end := skipValue(data, i)
+		out = append(out, data[i:end])
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ',' {
+			break
+		}
+		i = skipSpace(data, i+1)
+	}
+	return out, nil
+}
+
+// scan fills w from the top-level keys of data, a valid JSON value. It
+// returns false when encoding/json must decide.
+func scan(data []byte, w *wire) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	for i < len(data) && data[i] == '"' {
+		kend := skipValue(data, i)
+		key := data[i+1 : kend-1]
+		i = skipSpace(data, kend)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i = skipSpace(data, i+1)
+		vend := skipValue(data, i)
+		value := data[i:vend]
+		if dst := w.field(key); dst != nil {
+			if !readString(value, dst) {
+				return false
+			}
+		} else {
+			switch string(key) {
+			case "ansible_result":
+				w.AnsibleResult = kind(value[0])
+			case "stats":
+				return false // rare (once per host and run), and has counters to check
+			default:
+				if foldsToOurs(key) {
+					return false
+				}
+			}
+		}
+		i = skipSpace(data, vend)
+		if i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+	}
+	return true
+}
+
+// field returns where the string field named key (exactly) goes, or nil.
+func (w *wire) field(key []byte) **string {
+	switch string(key) {
+	case "ansible_type":
+		return &w.AnsibleType
+	case "event_id":
+		return &w.EventID
+	case "playbook_id":
+		return &w.PlaybookID
+	case "playbook_name":
+		return &w.PlaybookName
+	case "status":
+		return &w.Status
+	case "host":
+		return &w.Host
+	case "ansible_host":
+		return &w.AnsibleHost
+	case "session":
+		return &w.Session
+	case "ansible_task":
+		return &w.AnsibleTask
+	}
+	return nil
+}
+
+// wireKeys are the JSON keys of wire.
+var wireKeys = [...]string{"ansible_type", "event_id", "playbook_id", "playbook_name", "status", "host",
+	"ansible_host", "session", "ansible_task", "ansible_result", "stats"}
+
+// foldsToOurs reports whether encoding/json might match key to one of
+// wire's fields although it is not spelled exactly so: it matches names
+// case-insensitively (with Unicode folding, so any non-ASCII key is
+// suspect), and keys may be escaped.
+func foldsToOurs(key []byte) bool {
+	for _, c := range key {
+		if c >= utf8.RuneSelf || c == '\\' {
+			return true
+		}
+	}
+	for _, k := range wireKeys {
+		if len(k) == len(key) && bytes.EqualFold(key, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// readString stores a JSON string or null value as encoding/json would
+// decode it into a *string: null is nil. Any other type returns false.
+func readString(value []byte, dst **string) bool {
+	switch value[0] {
+	case 'n':
+		*dst = nil
+		return true
+	case '"':
+	default:
+		return false
+	}
+	raw := value[1 : len(value)-1]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		s := string(raw)
+		*dst = &s
+		return true
+	}
+	// Escapes, or invalid UTF-8 that encoding/json replaces with U+FFFD.
+	var s string
+	if err := json.Unmarshal(value, &s); err != nil {
+		return false
+	}
+	*dst = &s
+	return true
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at i; data
+// must be valid JSON.
+func skipValue(data []byte, i int) int {
+	if i >= len(data) {
+		return i
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = skipString(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(data) {
+		switch data[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at data[i].
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
