@@ -16,14 +16,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/opsfirehose/firehose/bench/internal/benchkit"
+	"github.com/opsfirehose/firehose/bench/internal/mqttload"
 )
 
 const (
@@ -58,12 +58,6 @@ type params struct {
 	OursEnv      []string      `json:"ours_env,omitempty"`
 }
 
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, " ") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
 func defaultParams() params {
 	return params{
 		Brokers:      []string{nameMosquitto, nameOurs},
@@ -94,7 +88,7 @@ func realMain() int {
 	flag.StringVar(&qos, "qos", "1,0", "QoS levels to measure, in order: 0, 1 or 1,0")
 	flag.IntVar(&p.Pubs, "pubs", p.Pubs, "number of publishers (publisher i publishes to bench/<i>)")
 	flag.IntVar(&p.Subs, "subs", p.Subs, "number of subscribers (each subscribes to bench/#)")
-	flag.IntVar(&p.Size, "size", p.Size, fmt.Sprintf("payload bytes (min %d)", minPayload))
+	flag.IntVar(&p.Size, "size", p.Size, fmt.Sprintf("payload bytes (min %d)", mqttload.MinPayload))
 	flag.DurationVar(&p.Duration, "duration", p.Duration, "publish phase per measurement")
 	flag.DurationVar(&p.Drain, "drain", p.Drain, "max drain phase after publishing, before counting lost messages")
 	flag.IntVar(&p.Rounds, "rounds", p.Rounds, "rounds per QoS; the report shows medians over rounds")
@@ -110,56 +104,22 @@ func realMain() int {
 	flag.StringVar(&p.MosqPasswd, "mosquitto-passwd", p.MosqPasswd, "mosquitto_passwd binary")
 	flag.BoolVar(&jsonOut, "json", false, "print results as JSON instead of tables")
 	flag.StringVar(&p.PerfDir, "perf-dir", "", "record a CPU profile (perf record -g) of each broker the benchmark starts into `DIR`/<broker>.perf.data")
-	flag.Var((*listFlag)(&p.OursEnv), "ours-env", "extra `KEY=VALUE` environment for the broker we start, e.g. GOGC=400 (repeatable; for tuning experiments)")
+	flag.Var((*benchkit.ListFlag)(&p.OursEnv), "ours-env", "extra `KEY=VALUE` environment for the broker we start, e.g. GOGC=400 (repeatable; for tuning experiments)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the load generator itself to this file")
 	flag.Parse()
 
+	prog := benchkit.Program{Name: "broker", Stopped: "brokers", CPUProfile: *cpuProfile, JSON: jsonOut}
 	var err error
 	if p.Brokers, err = parseBrokers(brokers); err != nil {
-		return fail("%v", err)
+		return prog.Fail(err)
 	}
 	if p.QoS, err = parseQoS(qos); err != nil {
-		return fail("%v", err)
+		return prog.Fail(err)
 	}
 	if err := p.validate(); err != nil {
-		return fail("%v", err)
+		return prog.Fail(err)
 	}
-
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fail("%v", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fail("%v", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	rep, err := run(ctx, p, os.Stderr)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "interrupted; brokers stopped")
-			return 130
-		}
-		return fail("%v", err)
-	}
-	if jsonOut {
-		err = rep.writeJSON(os.Stdout)
-	} else {
-		err = rep.writeText(os.Stdout)
-	}
-	if err != nil {
-		return fail("%v", err)
-	}
-	return 0
-}
-
-func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "bench/broker: "+format+"\n", args...)
-	return 1
+	return prog.Run(func(ctx context.Context) (benchkit.Report, error) { return run(ctx, p, os.Stderr) })
 }
 
 func parseBrokers(s string) ([]string, error) {
@@ -205,8 +165,8 @@ func (p params) validate() error {
 	switch {
 	case p.Pubs < 1 || p.Subs < 1:
 		return errors.New("-pubs and -subs must be >= 1")
-	case p.Size < minPayload:
-		return fmt.Errorf("-size must be >= %d (timestamp, sequence, publisher, run id)", minPayload)
+	case p.Size < mqttload.MinPayload:
+		return fmt.Errorf("-size must be >= %d (timestamp, sequence, publisher, run id)", mqttload.MinPayload)
 	case p.Size > 1<<20:
 		return errors.New("-size must be <= 1 MiB")
 	case p.Duration <= 0 || p.Drain < 0:
@@ -218,12 +178,7 @@ func (p params) validate() error {
 	case p.Rate < 0:
 		return errors.New("-rate must be >= 0")
 	}
-	for _, kv := range p.OursEnv {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return fmt.Errorf("-ours-env %q: want KEY=VALUE", kv)
-		}
-	}
-	return nil
+	return benchkit.CheckEnv("ours-env", p.OursEnv)
 }
 
 func (p params) has(name string) bool {
@@ -245,19 +200,19 @@ func run(ctx context.Context, p params, progress io.Writer) (rep *report, err er
 	}
 	defer os.RemoveAll(dir)
 
-	var procs []*brokerProc
+	var procs []*benchkit.Proc
 	defer func() {
 		for _, b := range procs {
-			if serr := b.stop(); serr != nil && err == nil {
+			if serr := b.Stop(); serr != nil && err == nil {
 				err = serr
 			}
 		}
 	}()
 	targets := map[string]target{}
-	var perfs []*perfRecorder
+	var perfs []*benchkit.PerfRecorder
 	defer func() {
 		for _, r := range perfs {
-			r.stop()
+			r.Stop()
 		}
 	}()
 	profile := func(tg target) error {
@@ -268,11 +223,11 @@ func run(ctx context.Context, p params, progress io.Writer) (rep *report, err er
 			return err
 		}
 		out := filepath.Join(p.PerfDir, tg.Name+".perf.data")
-		r, err := startPerf(tg.Proc.pid(), out)
+		r, err := benchkit.StartPerf(tg.Proc.PID(), out)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(progress, "recording perf profile of %s (pid %d) into %s\n", tg.Name, tg.Proc.pid(), out)
+		fmt.Fprintf(progress, "recording perf profile of %s (pid %d) into %s\n", tg.Name, tg.Proc.PID(), out)
 		perfs = append(perfs, r)
 		return nil
 	}
@@ -288,16 +243,16 @@ func run(ctx context.Context, p params, progress io.Writer) (rep *report, err er
 			if err := os.Mkdir(mdir, 0o700); err != nil {
 				return nil, err
 			}
-			proc, err := startMosquitto(p.MosqBin, p.MosqPasswd, mdir, p.User, p.Pass)
+			proc, addr, err := startMosquitto(p.MosqBin, p.MosqPasswd, mdir, p.User, p.Pass)
 			if err != nil {
 				return nil, err
 			}
 			procs = append(procs, proc)
-			tg.Addr, tg.Proc, info.Addr = proc.addr, proc, proc.addr
+			tg.Addr, tg.Proc, info.Addr = addr, proc, addr
 		} else {
 			info.Setup = "already running (-mosquitto-addr)"
 		}
-		if err := waitReady(ctx, tg.Addr, p.User, p.Pass, tg.Proc, p.ReadyTimeout); err != nil {
+		if err := mqttload.WaitReady(ctx, tg.Addr, p.User, p.Pass, tg.Proc, p.ReadyTimeout); err != nil {
 			return nil, fmt.Errorf("mosquitto: %w", err)
 		}
 		targets[nameMosquitto] = tg
@@ -328,16 +283,16 @@ func run(ctx context.Context, p params, progress io.Writer) (rep *report, err er
 			if len(p.OursEnv) > 0 {
 				info.Setup += ", env " + strings.Join(p.OursEnv, " ")
 			}
-			proc, err := startOurs(bin, odir, p.User, p.Pass, p.OursEnv)
+			proc, addr, err := startOurs(bin, odir, p.User, p.Pass, p.OursEnv)
 			if err != nil {
 				return nil, err
 			}
 			procs = append(procs, proc)
-			tg.Addr, tg.Proc, info.Addr = proc.addr, proc, proc.addr
+			tg.Addr, tg.Proc, info.Addr = addr, proc, addr
 		} else {
 			info.Setup = "already running (-ours-addr)"
 		}
-		if err := waitReady(ctx, tg.Addr, p.User, p.Pass, tg.Proc, p.ReadyTimeout); err != nil {
+		if err := mqttload.WaitReady(ctx, tg.Addr, p.User, p.Pass, tg.Proc, p.ReadyTimeout); err != nil {
 			return nil, fmt.Errorf("ours: %w", err)
 		}
 		targets[nameOurs] = tg
@@ -354,15 +309,16 @@ func run(ctx context.Context, p params, progress io.Writer) (rep *report, err er
 		}
 		for r := 1; r <= p.Rounds; r++ {
 			for _, name := range p.Brokers { // mosquitto, ours, mosquitto, ours, ...
-				logOffset := targets[name].Proc.logSize()
+				logOffset := targets[name].Proc.LogSize()
 				m, err := measure(ctx, targets[name], l, r)
 				if err != nil {
 					return nil, fmt.Errorf("QoS %d round %d: %w", q, r, err)
 				}
 				fmt.Fprintf(progress, "qos %d round %d/%d %-9s pub %9.0f/s  recv %9.0f/s  lost %d  dup %d  p50 %s  p99 %s  broker cpu %s (%sµs/msg)  gen cpu %s  other cpu %s\n",
-					q, r, p.Rounds, name, m.PubRate, m.RecvRate, m.Lost, m.Dup, fmtDur(m.P50), fmtDur(m.P99), fmtPct(m.BrokerCPU), fmtUs(m.BrokerUsPerMsg), fmtPct(m.GenCPU), fmtPct(m.OtherCPU))
+					q, r, p.Rounds, name, m.PubRate, m.RecvRate, m.Lost, m.Dup, benchkit.FormatDuration(m.P50), benchkit.FormatDuration(m.P99),
+					benchkit.FormatPercent(m.BrokerCPU), benchkit.FormatMicros(m.BrokerUsPerMsg), benchkit.FormatPercent(m.GenCPU), benchkit.FormatPercent(m.OtherCPU))
 				if m.Lost > 0 {
-					for _, l := range targets[name].Proc.logMatches(logOffset, "drop", 2) {
+					for _, l := range targets[name].Proc.LogMatches(logOffset, "drop", 2) {
 						fmt.Fprintf(progress, "    %s log: %s\n", name, l)
 					}
 				}

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/opsfirehose/firehose/bench/internal/benchkit"
+	"github.com/opsfirehose/firehose/bench/internal/mqttload"
 )
 
 // load describes the traffic of one measurement.
@@ -28,7 +29,7 @@ type target struct {
 	Addr string
 	User string
 	Pass string
-	Proc *brokerProc // nil for an external broker
+	Proc *benchkit.Proc // nil for an external broker
 }
 
 // measurement is the result of one (broker, qos, round).
@@ -79,126 +80,34 @@ type measurement struct {
 	ReceivedInWindow int64 `json:"received_in_window"`
 }
 
-type publisher struct {
-	c     *client
-	idx   int
-	qos   byte
-	sem   chan struct{} // QoS 1 in-flight window
-	sent  atomic.Uint64 // messages handed to the client, set when run returns
-	acked atomic.Int64
-
-	// QoS 1: packet id -> busy flag | sequence, so PUBACKs can be mapped to
-	// sequence numbers exactly (lost = acked but never delivered).
-	pidSeq     []atomic.Uint64
-	ackedSet   bitset // owned by the reader goroutine
-	unexpected int64  // PUBACKs for unknown packet ids; reader-owned
-}
-
-const pidBusy = 1 << 63
-
-func (p *publisher) onPuback(pid uint16) {
-	v := p.pidSeq[pid].Swap(0)
-	if v&pidBusy == 0 {
-		p.unexpected++
-		return
-	}
-	p.ackedSet.set(v &^ pidBusy)
-	p.acked.Add(1)
-	select {
-	case <-p.sem:
-	default:
-	}
-}
-
-// run publishes until stop is closed.
-func (p *publisher) run(stop <-chan struct{}, t0 time.Time, rate float64) {
-	var pid uint16
-	var interval time.Duration
-	var pace *time.Timer
-	if rate > 0 {
-		interval = time.Duration(float64(time.Second) / rate)
-		pace = time.NewTimer(time.Hour)
-		defer pace.Stop()
-	}
-	for seq := uint64(0); ; seq++ {
-		select {
-		case <-stop:
-			p.sent.Store(seq)
-			return
-		default:
-		}
-		if interval > 0 {
-			// Behind schedule: send at once (catch up); ahead: wait.
-			if d := time.Until(t0.Add(time.Duration(seq) * interval)); d > 0 {
-				pace.Reset(d)
-				select {
-				case <-stop:
-					p.sent.Store(seq)
-					return
-				case <-pace.C:
-				}
-			}
-		}
-		if p.qos > 0 {
-			select {
-			case p.sem <- struct{}{}:
-			case <-stop:
-				p.sent.Store(seq)
-				return
-			case <-p.c.dead:
-				p.sent.Store(seq)
-				return
-			}
-			for {
-				pid++
-				if pid == 0 {
-					pid = 1
-				}
-				if p.pidSeq[pid].Load()&pidBusy == 0 {
-					break
-				}
-			}
-			p.pidSeq[pid].Store(pidBusy | seq)
-		}
-		if !p.c.publish(p.qos, pid, seq) {
-			p.sent.Store(seq)
-			return
-		}
-	}
-}
-
 type subscriber struct {
-	c     *client
+	c     *mqttload.Client
 	runID uint32
 	qos   byte
-	seen  []bitset // per publisher; reader-owned
+	seen  []benchkit.Bitset // per publisher; reader-owned
 	recv  atomic.Int64
 	_     [56]byte // keep the hot counters of different subscribers apart
 	dup   int64
 	other int64
 	wrong int64 // deliveries at a QoS other than subscribed and published
 	last  int64 // UnixNano of the last unique delivery
-	hist  histogram
+	hist  benchkit.Histogram
 }
 
 func (s *subscriber) onPublish(_, payload []byte, qos byte, now int64) {
-	if len(payload) < minPayload || binary.LittleEndian.Uint32(payload[20:]) != s.runID {
+	h, ok := mqttload.ParsePayload(payload)
+	if !ok || h.RunID != s.runID || int(h.Pub) >= len(s.seen) {
 		s.other++
 		return
 	}
-	pub := int(binary.LittleEndian.Uint32(payload[16:]))
-	if pub >= len(s.seen) {
-		s.other++
-		return
-	}
-	if s.seen[pub].testAndSet(binary.LittleEndian.Uint64(payload[8:])) {
+	if s.seen[h.Pub].TestAndSet(h.Seq) {
 		s.dup++
 		return
 	}
 	if qos != s.qos {
 		s.wrong++
 	}
-	s.hist.record(now - int64(binary.LittleEndian.Uint64(payload[0:])))
+	s.hist.Record(now - h.SentAt)
 	s.last = now
 	s.recv.Add(1)
 }
@@ -208,14 +117,14 @@ func (s *subscriber) onPublish(_, payload []byte, qos byte, now int64) {
 func measure(ctx context.Context, tg target, l load, round int) (m measurement, err error) {
 	m = measurement{Broker: tg.Name, QoS: int(l.QoS), Round: round, BrokerCPU: -1, OtherCPU: -1, BrokerUsPerMsg: -1}
 	runID := rand.Uint32()
-	var clients []*client
+	var clients []*mqttload.Client
 	defer func() {
 		for _, c := range clients {
 			c.Close()
 		}
 	}()
-	dial := func(id string, queue int) (*client, error) {
-		c, err := dialMQTT(clientOptions{
+	dial := func(id string, queue int) (*mqttload.Client, error) {
+		c, err := mqttload.Dial(mqttload.Options{
 			Addr: tg.Addr, ClientID: id, Username: tg.User, Password: tg.Pass, QueueLen: queue,
 		})
 		if err != nil {
@@ -231,13 +140,13 @@ func measure(ctx context.Context, tg target, l load, round int) (m measurement, 
 		if err != nil {
 			return m, err
 		}
-		s := &subscriber{c: c, runID: runID, qos: l.QoS, seen: make([]bitset, l.Pubs)}
-		c.onPublish = s.onPublish
-		c.start()
+		s := &subscriber{c: c, runID: runID, qos: l.QoS, seen: make([]benchkit.Bitset, l.Pubs)}
+		c.OnPublish = s.onPublish
+		c.Start()
 		subs[i] = s
 	}
 	for _, s := range subs {
-		granted, err := s.c.subscribe("bench/#", l.QoS, 5*time.Second)
+		granted, err := s.c.Subscribe("bench/#", l.QoS, 5*time.Second)
 		if err != nil {
 			return m, fmt.Errorf("%s: %w", tg.Name, err)
 		}
@@ -246,130 +155,76 @@ func measure(ctx context.Context, tg target, l load, round int) (m measurement, 
 		}
 	}
 
-	pubs := make([]*publisher, l.Pubs)
+	pubs := make([]*mqttload.Publisher, l.Pubs)
 	for i := range pubs {
 		c, err := dial(fmt.Sprintf("bench-%08x-p%d", runID, i), 256)
 		if err != nil {
 			return m, err
 		}
-		p := &publisher{c: c, idx: i, qos: l.QoS}
-		payload := make([]byte, l.Size)
-		for j := minPayload; j < len(payload); j++ {
-			payload[j] = byte('a' + j%26)
-		}
-		binary.LittleEndian.PutUint32(payload[16:], uint32(i))
-		binary.LittleEndian.PutUint32(payload[20:], runID)
-		c.setPublishTemplate(fmt.Sprintf("bench/%d", i), payload)
-		if l.QoS > 0 {
-			p.sem = make(chan struct{}, l.Inflight)
-			p.pidSeq = make([]atomic.Uint64, 1<<16)
-			c.onPuback = p.onPuback
-		}
-		c.start()
-		pubs[i] = p
+		c.SetPublishTemplate(fmt.Sprintf("bench/%d", i), mqttload.NewPayload(l.Size, i, runID))
+		pubs[i] = mqttload.NewPublisher(c, l.QoS, l.Inflight, false)
+		c.Start()
 	}
 
 	// Publish phase.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	brokerCPU0, brokerCPUok := procCPU(tg.Proc.pid())
-	genCPU0 := selfCPU()
-	sysBusy0, sysOK := systemBusy()
+	cpu := benchkit.StartCPUWindow(tg.Proc.PID())
 	t0 := time.Now()
-	for _, p := range pubs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.run(stop, t0, l.Rate)
-		}()
+	fleet := mqttload.StartFleet(pubs, t0, l.Rate)
+	tEnd, err := fleet.StopAt(ctx, t0.Add(l.Duration))
+	if err != nil {
+		return m, err
 	}
-	window := time.NewTimer(l.Duration)
-	select {
-	case <-window.C:
-	case <-ctx.Done():
-		close(stop)
-		wg.Wait()
-		return m, ctx.Err()
-	}
-	close(stop)
-	tEnd := time.Now()
 	for _, p := range pubs {
 		if l.QoS > 0 {
-			m.PublishedInWindow += p.acked.Load()
+			m.PublishedInWindow += p.Acked()
 		} else {
-			m.PublishedInWindow += p.c.written.Load()
+			m.PublishedInWindow += p.Client().Written()
 		}
 	}
 	for _, s := range subs {
 		m.ReceivedInWindow += s.recv.Load()
 	}
-	window.Stop()
 	elapsed := tEnd.Sub(t0)
-	brokerCPU1, ok := procCPU(tg.Proc.pid())
-	genCPU1 := selfCPU()
-	sysBusy1, ok2 := systemBusy()
-	if ok && brokerCPUok {
-		m.BrokerCPU = 100 * float64(brokerCPU1-brokerCPU0) / float64(elapsed)
-		if m.ReceivedInWindow > 0 {
-			m.BrokerUsPerMsg = float64(brokerCPU1-brokerCPU0) / float64(time.Microsecond) / float64(m.ReceivedInWindow)
-		}
-	}
-	m.GenCPU = 100 * float64(genCPU1-genCPU0) / float64(elapsed)
-	m.OtherCPU = -1
-	if sysOK && ok2 && m.BrokerCPU >= 0 {
-		m.OtherCPU = max(0, 100*float64(sysBusy1-sysBusy0)/float64(elapsed)-m.BrokerCPU-m.GenCPU)
+	use := cpu.End(elapsed)
+	m.BrokerCPU, m.GenCPU, m.OtherCPU = use.Proc, use.Self, use.Other
+	if use.Proc >= 0 && m.ReceivedInWindow > 0 {
+		m.BrokerUsPerMsg = float64(use.ProcTime) / float64(time.Microsecond) / float64(m.ReceivedInWindow)
 	}
 	m.PubRate = float64(m.PublishedInWindow) / elapsed.Seconds()
 
 	// Drain phase: wait for outstanding acks / queued writes and for the
-	// subscribers to receive everything, for at most l.Drain.
+	// subscribers to receive everything, for at most l.Drain. A publisher
+	// stuck in a full queue is unblocked by closing the clients below.
 	drainDeadline := tEnd.Add(l.Drain)
-	pubsDone := make(chan struct{})
-	go func() { wg.Wait(); close(pubsDone) }()
-	select {
-	case <-pubsDone:
-	case <-time.After(time.Until(drainDeadline)):
-		// A publisher is stuck in a full queue; closing the clients below
-		// unblocks it.
-	case <-ctx.Done():
-		return m, ctx.Err()
+	if _, err := fleet.WaitReturned(ctx, drainDeadline); err != nil {
+		return m, err
 	}
 	if l.QoS == 0 {
 		for _, p := range pubs {
-			p.c.flushSync(time.Until(drainDeadline))
+			p.Client().FlushSync(time.Until(drainDeadline))
 		}
 	}
-	for {
+	err = benchkit.PollUntil(ctx, drainDeadline, 2*time.Millisecond, tg.Proc, func() (bool, error) {
 		final := true
 		var published int64
 		for _, p := range pubs {
 			if l.QoS > 0 {
-				published += p.acked.Load()
-				if p.acked.Load() < int64(p.sent.Load()) {
+				published += p.Acked()
+				if p.Acked() < int64(p.Sent()) {
 					final = false
 				}
 			} else {
-				published += p.c.written.Load()
+				published += p.Client().Written()
 			}
 		}
 		var received int64
 		for _, s := range subs {
 			received += s.recv.Load()
 		}
-		if final && received >= published*int64(l.Subs) {
-			break
-		}
-		if !time.Now().Before(drainDeadline) {
-			break
-		}
-		if err := tg.Proc.alive(); err != nil {
-			return m, err
-		}
-		select {
-		case <-ctx.Done():
-			return m, ctx.Err()
-		case <-time.After(2 * time.Millisecond): // poll interval
-		}
+		return final && received >= published*int64(l.Subs), nil
+	})
+	if err != nil {
+		return m, err
 	}
 	m.Drain = time.Since(tEnd)
 
@@ -378,36 +233,36 @@ func measure(ctx context.Context, tg target, l load, round int) (m measurement, 
 		c.Close()
 	}
 	clients = nil
-	wg.Wait() // publishers blocked on a dead connection have returned now
-	if err := tg.Proc.alive(); err != nil {
+	fleet.Wait() // publishers blocked on a dead connection have returned now
+	if err := tg.Proc.Alive(); err != nil {
 		return m, err
 	}
 
-	var hist histogram
+	var hist benchkit.Histogram
 	var last int64
 	for _, s := range subs {
 		m.Received += s.recv.Load()
 		m.Dup += s.dup
 		m.Foreign += s.other
 		m.WrongQoS += s.wrong
-		hist.merge(&s.hist)
+		hist.Merge(&s.hist)
 		if s.last > last {
 			last = s.last
 		}
 	}
-	for _, p := range pubs {
+	for i, p := range pubs {
 		if l.QoS > 0 {
-			m.PublishedTotal += p.acked.Load()
-			m.Unacked += int64(p.sent.Load()) - p.acked.Load()
-			m.UnexpectedAcks += p.unexpected
+			m.PublishedTotal += p.Acked()
+			m.Unacked += int64(p.Sent()) - p.Acked()
+			m.UnexpectedAcks += p.UnexpectedAcks()
 		} else {
-			m.PublishedTotal += p.c.written.Load()
+			m.PublishedTotal += p.Client().Written()
 		}
 		for _, s := range subs {
 			if l.QoS > 0 {
-				m.Lost += s.seen[p.idx].countMissing(&p.ackedSet)
+				m.Lost += s.seen[i].CountMissing(p.AckedSet())
 			} else {
-				m.Lost += s.seen[p.idx].countMissingPrefix(uint64(p.c.written.Load()))
+				m.Lost += s.seen[i].CountMissingPrefix(uint64(p.Client().Written()))
 			}
 		}
 	}
@@ -416,8 +271,8 @@ func measure(ctx context.Context, tg target, l load, round int) (m measurement, 
 		m.RecvSpan = time.Duration(last - t0.UnixNano())
 		m.RecvRate = float64(m.Received) / m.RecvSpan.Seconds()
 	}
-	m.P50 = hist.quantile(0.50)
-	m.P99 = hist.quantile(0.99)
-	m.Max = time.Duration(hist.max)
+	m.P50 = hist.Quantile(0.50)
+	m.P99 = hist.Quantile(0.99)
+	m.Max = hist.Max()
 	return m, nil
 }

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/opsfirehose/firehose/bench/internal/benchkit"
 )
 
 // Above this much CPU (% of one core) used by other processes during a
@@ -95,11 +96,11 @@ func (r *report) summarize() {
 			if s.Rounds == 0 {
 				continue
 			}
-			s.PubRate, s.RecvRate = medianFloat(pub), medianFloat(rec)
-			s.Lost, s.Dup = medianFloat(lst), medianFloat(dup)
-			s.P50, s.P99 = time.Duration(medianFloat(p50)), time.Duration(medianFloat(p99))
-			s.BrokerCPU, s.GenCPU, s.OtherCPU = medianFloat(bcpu), medianFloat(gcpu), medianFloat(ocpu)
-			s.UsPerMsg = medianFloat(upm)
+			s.PubRate, s.RecvRate = benchkit.Median(pub), benchkit.Median(rec)
+			s.Lost, s.Dup = benchkit.Median(lst), benchkit.Median(dup)
+			s.P50, s.P99 = time.Duration(benchkit.Median(p50)), time.Duration(benchkit.Median(p99))
+			s.BrokerCPU, s.GenCPU, s.OtherCPU = benchkit.Median(bcpu), benchkit.Median(gcpu), benchkit.Median(ocpu)
+			s.UsPerMsg = benchkit.Median(upm)
 			r.Summaries = append(r.Summaries, s)
 			recv[b] = s.RecvRate
 			lost[b] = s.MaxLost
@@ -114,13 +115,8 @@ func (r *report) summarize() {
 	}
 }
 
-func (r *report) writeJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
-func (r *report) writeText(w io.Writer) error {
+// WriteText prints the report as tables.
+func (r *report) WriteText(w io.Writer) error {
 	p := r.Params
 	rate := "unlimited"
 	if p.Rate > 0 {
@@ -152,7 +148,7 @@ func (r *report) writeText(w io.Writer) error {
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-				s.Broker, s.PubRate, s.RecvRate, s.Lost, s.Dup, fmtDur(s.P50), fmtDur(s.P99), fmtPct(s.BrokerCPU), fmtUs(s.UsPerMsg), fmtPct(s.GenCPU), fmtPct(s.OtherCPU))
+				s.Broker, s.PubRate, s.RecvRate, s.Lost, s.Dup, benchkit.FormatDuration(s.P50), benchkit.FormatDuration(s.P99), benchkit.FormatPercent(s.BrokerCPU), benchkit.FormatMicros(s.UsPerMsg), benchkit.FormatPercent(s.GenCPU), benchkit.FormatPercent(s.OtherCPU))
 			if s.OtherCPU > noisyOtherCPU {
 				notes = append(notes, fmt.Sprintf("note: other processes used %.0f%% CPU (median) while %s was measured: numbers are noisy", s.OtherCPU, s.Broker))
 			}
@@ -189,30 +185,4 @@ func (r *report) writeText(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-func fmtDur(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "-"
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-	}
-	return fmt.Sprintf("%.2fs", d.Seconds())
-}
-
-func fmtUs(us float64) string {
-	if us < 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.1f", us)
-}
-
-func fmtPct(p float64) string {
-	if p < 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.0f%%", p)
 }

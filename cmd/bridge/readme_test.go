@@ -44,6 +44,10 @@ const (
 var coveredElsewhere = map[string]string{
 	"./scripts/test.sh":                                   "CI runs it (.ci/run)",
 	"go run ./bench/broker":                               "bench/broker's smoke test",
+	"go run ./bench/fanout":                               "bench/fanout's smoke test",
+	"go run ./bench/chef":                                 "bench/chef's smoke test",
+	"go run ./bench/ansible":                              "bench/ansible's smoke test",
+	"go run ./bench/configdb":                             "bench/configdb's smoke test",
 	"go test -run xxx -bench . ./topics/":                 "plain go test",
 	"mosquitto_sub -t 'chef/+/+/run/failure'":             "illustration of filters",
 	"mosquitto_sub -t 'ansible/playbook/+/task/+/FAILED'": "illustration of filters",

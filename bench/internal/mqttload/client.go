@@ -1,22 +1,4 @@
-package main
-
-// A minimal MQTT 3.1.1 client, just enough for the load generator:
-// CONNECT/CONNACK (username/password, clean session), PUBLISH at QoS 0/1,
-// PUBACK in both directions, SUBSCRIBE/SUBACK, PINGREQ/PINGRESP and
-// DISCONNECT.
-//
-// It is written for throughput, because the generator shares the machine's
-// cores with the broker under test:
-//   - one reader goroutine per connection parses packets straight out of a
-//     bufio.Reader (Peek/Discard, no per-packet allocation);
-//   - one writer goroutine per connection encodes small outMsg values taken
-//     from a channel into a bufio.Writer and flushes only when the channel is
-//     empty, so many packets share one write(2) under load;
-//   - PUBACKs for QoS 1 deliveries are written by the reader goroutine itself
-//     as soon as it has processed every complete packet one read returned
-//     (before it could block on the next read), all in one write;
-//   - PUBLISH payloads are patched in place (timestamp, sequence) in a
-//     per-connection template, so publishing does not allocate either.
+package mqttload
 
 import (
 	"bufio"
@@ -52,15 +34,6 @@ const (
 	outSync
 )
 
-// Payload layout written by publishers (little endian):
-//
-//	[0:8)   send timestamp, UnixNano, taken when the packet is encoded
-//	[8:16)  sequence number within the publisher (0, 1, 2, ...)
-//	[16:20) publisher index
-//	[20:24) run id (distinguishes measurements)
-//	[24:)   filler
-const minPayload = 24
-
 // outMsg is one queued outgoing packet. It is a small value type so that the
 // hot path (publish, puback) does not allocate.
 type outMsg struct {
@@ -72,8 +45,8 @@ type outMsg struct {
 	done  chan struct{} // outSync only: closed after the writer has flushed
 }
 
-// clientOptions configure a connection.
-type clientOptions struct {
+// Options configure a connection.
+type Options struct {
 	Addr      string
 	ClientID  string
 	Username  string
@@ -83,8 +56,9 @@ type clientOptions struct {
 	Timeout   time.Duration // dial + CONNACK timeout; 0 means 5s
 }
 
-// client is one MQTT connection.
-type client struct {
+// Client is one MQTT 3.1.1 connection. Dial connects; set the callbacks
+// and the publish template, then Start the reader and writer goroutines.
+type Client struct {
 	conn net.Conn
 	br   *bufio.Reader
 	wmu  sync.Mutex // guards bw: the writer goroutine and the reader's PUBACKs
@@ -97,9 +71,13 @@ type client struct {
 	pubTopic   string
 	pubPayload []byte
 
-	// callbacks, run on the reader goroutine; set before start.
-	onPublish func(topic, payload []byte, qos byte, now int64)
-	onPuback  func(pid uint16)
+	// OnPublish is called for each PUBLISH received, on the reader
+	// goroutine, with now the UnixNano of its processing; topic and payload
+	// are only valid during the call. Set before Start.
+	OnPublish func(topic, payload []byte, qos byte, now int64)
+	// OnPuback is called for each PUBACK received, on the reader goroutine.
+	// Set before Start.
+	OnPuback func(pid uint16)
 
 	subMu   sync.Mutex
 	subWait map[uint16]chan []byte // SUBACK waiters by packet id
@@ -116,11 +94,13 @@ type client struct {
 	closing    atomic.Bool
 }
 
-var errClosed = errors.New("mqtt: connection closed")
+// ErrClosed is the error of a connection closed by Close.
+var ErrClosed = errors.New("mqtt: connection closed")
 
-// dialMQTT connects, sends CONNECT and waits for a successful CONNACK. The
-// reader and writer goroutines are not running yet; call start.
-func dialMQTT(o clientOptions) (*client, error) {
+// Dial connects, sends CONNECT (clean session) and waits for a successful
+// CONNACK; a refusal is a *RefusedError. The reader and writer goroutines
+// are not running yet; call Start.
+func Dial(o Options) (*Client, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Second
 	}
@@ -137,17 +117,7 @@ func dialMQTT(o clientOptions) (*client, error) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true) // we batch ourselves
 	}
-	c := &client{
-		conn:       conn,
-		br:         bufio.NewReaderSize(conn, 64<<10),
-		bw:         bufio.NewWriterSize(conn, 64<<10),
-		out:        make(chan outMsg, o.QueueLen),
-		keepAlive:  o.KeepAlive,
-		subWait:    make(map[uint16]chan []byte),
-		dead:       make(chan struct{}),
-		readerDone: make(chan struct{}),
-		writerDone: make(chan struct{}),
-	}
+	c := newClient(conn, o)
 	_ = conn.SetDeadline(time.Now().Add(o.Timeout))
 	c.bw.Write(encodeConnect(o.ClientID, o.Username, o.Password, uint16(o.KeepAlive/time.Second)))
 	if err := c.bw.Flush(); err != nil {
@@ -165,7 +135,7 @@ func dialMQTT(o clientOptions) (*client, error) {
 	}
 	if rc := p.body[1]; rc != 0 {
 		conn.Close()
-		return nil, &refusedError{rc}
+		return nil, &RefusedError{Code: rc}
 	}
 	if !big {
 		c.br.Discard(len(p.body))
@@ -174,13 +144,28 @@ func dialMQTT(o clientOptions) (*client, error) {
 	return c, nil
 }
 
-// refusedError is a CONNACK with a non-zero return code.
-type refusedError struct{ rc byte }
+// newClient wraps a connection; o has its defaults applied.
+func newClient(conn net.Conn, o Options) *Client {
+	return &Client{
+		conn:       conn,
+		br:         bufio.NewReaderSize(conn, 64<<10),
+		bw:         bufio.NewWriterSize(conn, 64<<10),
+		out:        make(chan outMsg, o.QueueLen),
+		keepAlive:  o.KeepAlive,
+		subWait:    make(map[uint16]chan []byte),
+		dead:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+}
 
-func (e *refusedError) Error() string { return "mqtt: connection refused: " + connackReason(e.rc) }
+// RefusedError is a CONNACK with a non-zero return code.
+type RefusedError struct{ Code byte }
 
-// authFailure reports whether the broker refused the credentials.
-func (e *refusedError) authFailure() bool { return e.rc == 4 || e.rc == 5 }
+func (e *RefusedError) Error() string { return "mqtt: connection refused: " + connackReason(e.Code) }
+
+// AuthFailure reports whether the broker refused the credentials.
+func (e *RefusedError) AuthFailure() bool { return e.Code == 4 || e.Code == 5 }
 
 func connackReason(rc byte) string {
 	switch rc {
@@ -241,6 +226,10 @@ func appendVarint(b []byte, n int) []byte {
 	}
 }
 
+// maxPacket bounds the packets the client reads (the benchmarks publish at
+// most 1 MiB), so a corrupt length cannot make it allocate 256 MiB.
+const maxPacket = 16 << 20
+
 // readPacket reads one packet. When big is false, p.body aliases the
 // bufio.Reader's buffer and is only valid until the caller does
 // br.Discard(len(p.body)); when big is true the body was copied and already
@@ -250,7 +239,7 @@ type rawPacket struct {
 	body       []byte
 }
 
-func (c *client) readPacket() (p rawPacket, big bool, err error) {
+func (c *Client) readPacket() (p rawPacket, big bool, err error) {
 	h, err := c.br.ReadByte()
 	if err != nil {
 		return p, false, err
@@ -271,6 +260,9 @@ func (c *client) readPacket() (p rawPacket, big bool, err error) {
 		mul *= 128
 	}
 	p.typ, p.flags = h>>4, h&0x0f
+	if n > maxPacket {
+		return p, false, fmt.Errorf("mqtt: a packet of %d bytes exceeds the client's limit of %d", n, maxPacket)
+	}
 	if n <= c.br.Size() {
 		p.body, err = c.br.Peek(n)
 		return p, false, err
@@ -280,17 +272,17 @@ func (c *client) readPacket() (p rawPacket, big bool, err error) {
 	return p, true, err
 }
 
-// start launches the reader and writer goroutines.
-func (c *client) start() {
+// Start launches the reader and writer goroutines.
+func (c *Client) Start() {
 	go c.readLoop()
 	go c.writeLoop()
 }
 
-func (c *client) fail(err error) {
+func (c *Client) fail(err error) {
 	c.deadOnce.Do(func() {
 		c.errMu.Lock()
 		if c.closing.Load() {
-			err = errClosed
+			err = ErrClosed
 		}
 		c.err = err
 		c.errMu.Unlock()
@@ -299,14 +291,21 @@ func (c *client) fail(err error) {
 	})
 }
 
-// Err returns why the connection died (errClosed after Close), or nil.
-func (c *client) Err() error {
+// Written is the number of PUBLISH packets encoded into the write buffer so
+// far; at QoS 0 it counts as published (FlushSync puts them on the wire).
+func (c *Client) Written() int64 { return c.written.Load() }
+
+// Dead is closed when the connection failed or was closed.
+func (c *Client) Dead() <-chan struct{} { return c.dead }
+
+// Err returns why the connection died (ErrClosed after Close), or nil.
+func (c *Client) Err() error {
 	c.errMu.Lock()
 	defer c.errMu.Unlock()
 	return c.err
 }
 
-func (c *client) readLoop() {
+func (c *Client) readLoop() {
 	defer close(c.readerDone)
 	acks := make([]byte, 0, 4096+4)
 	for {
@@ -341,12 +340,12 @@ func (c *client) readLoop() {
 					acks = append(acks, pktPuback<<4, 2, byte(pid>>8), byte(pid))
 				}
 			}
-			if c.onPublish != nil {
-				c.onPublish(topic, rest, qos, time.Now().UnixNano())
+			if c.OnPublish != nil {
+				c.OnPublish(topic, rest, qos, time.Now().UnixNano())
 			}
 		case pktPuback:
-			if len(p.body) >= 2 && c.onPuback != nil {
-				c.onPuback(binary.BigEndian.Uint16(p.body))
+			if len(p.body) >= 2 && c.OnPuback != nil {
+				c.OnPuback(binary.BigEndian.Uint16(p.body))
 			}
 		case pktSuback:
 			if len(p.body) >= 2 {
@@ -383,7 +382,7 @@ func (c *client) readLoop() {
 
 // inputDrained reports whether the read buffer holds no complete packet, so
 // the next readPacket would block on the socket.
-func (c *client) inputDrained() bool {
+func (c *Client) inputDrained() bool {
 	n := c.br.Buffered()
 	if n == 0 {
 		return true
@@ -401,7 +400,7 @@ func (c *client) inputDrained() bool {
 }
 
 // writeRaw writes complete packets and flushes, from the reader goroutine.
-func (c *client) writeRaw(b []byte) error {
+func (c *Client) writeRaw(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.bw.Write(b)
@@ -409,7 +408,7 @@ func (c *client) writeRaw(b []byte) error {
 }
 
 // enqueue queues a packet for the writer; false when the connection is dead.
-func (c *client) enqueue(m outMsg) bool {
+func (c *Client) enqueue(m outMsg) bool {
 	select {
 	case c.out <- m:
 		return true
@@ -418,7 +417,7 @@ func (c *client) enqueue(m outMsg) bool {
 	}
 }
 
-func (c *client) writeLoop() {
+func (c *Client) writeLoop() {
 	defer close(c.writerDone)
 	ping := time.NewTicker(c.keepAlive / 2)
 	defer ping.Stop()
@@ -459,13 +458,13 @@ func (c *client) writeLoop() {
 		case outSync:
 			close(m.done)
 		case outDisconnect:
-			c.fail(errClosed)
+			c.fail(ErrClosed)
 			return
 		}
 	}
 }
 
-func (c *client) encode(m outMsg) error {
+func (c *Client) encode(m outMsg) error {
 	w := c.bw
 	switch m.kind {
 	case outPublish:
@@ -513,21 +512,24 @@ func (c *client) encode(m outMsg) error {
 	return fmt.Errorf("mqtt: unknown outgoing kind %d", m.kind)
 }
 
-// setPublishTemplate prepares the topic and payload used by publish. Must be
-// called before start.
-func (c *client) setPublishTemplate(topic string, payload []byte) {
+// SetPublishTemplate prepares the topic and payload that Publish sends;
+// the writer patches the payload in place (see NewPayload), so it must be
+// at least MinPayload bytes. Call it before Start.
+func (c *Client) SetPublishTemplate(topic string, payload []byte) {
 	c.pubTopic = topic
 	c.pubPayload = payload
 }
 
-// publish queues one PUBLISH of the template with the given sequence number.
-func (c *client) publish(qos byte, pid uint16, seq uint64) bool {
+// Publish queues one PUBLISH of the template with the given sequence
+// number and packet id (ignored at QoS 0). It blocks while the outgoing
+// queue is full, and returns false once the connection is dead.
+func (c *Client) Publish(qos byte, pid uint16, seq uint64) bool {
 	return c.enqueue(outMsg{kind: outPublish, qos: qos, pid: pid, seq: seq})
 }
 
-// flushSync blocks until everything queued so far has been written to the
+// FlushSync blocks until everything queued so far has been written to the
 // socket, the connection died, or the timeout passed.
-func (c *client) flushSync(timeout time.Duration) bool {
+func (c *Client) FlushSync(timeout time.Duration) bool {
 	done := make(chan struct{})
 	if !c.enqueue(outMsg{kind: outSync, done: done}) {
 		return false
@@ -544,9 +546,9 @@ func (c *client) flushSync(timeout time.Duration) bool {
 	}
 }
 
-// subscribe subscribes to one filter and waits for the SUBACK; it returns
+// Subscribe subscribes to one filter and waits for the SUBACK; it returns
 // the granted QoS.
-func (c *client) subscribe(filter string, qos byte, timeout time.Duration) (byte, error) {
+func (c *Client) Subscribe(filter string, qos byte, timeout time.Duration) (byte, error) {
 	ch := make(chan []byte, 1)
 	c.subMu.Lock()
 	c.subPID++
@@ -577,16 +579,16 @@ func (c *client) subscribe(filter string, qos byte, timeout time.Duration) (byte
 	}
 }
 
-func (c *client) deadErr() error {
+func (c *Client) deadErr() error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	return errClosed
+	return ErrClosed
 }
 
 // Close sends DISCONNECT (best effort, bounded in time), closes the socket
 // and waits for both goroutines to finish.
-func (c *client) Close() {
+func (c *Client) Close() {
 	c.closing.Store(true)
 	t := time.NewTimer(time.Second)
 	select {
@@ -599,7 +601,7 @@ func (c *client) Close() {
 	case <-t.C:
 	}
 	t.Stop()
-	c.fail(errClosed)
+	c.fail(ErrClosed)
 	<-c.readerDone
 	<-c.writerDone
 }

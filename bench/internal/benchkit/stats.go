@@ -1,4 +1,4 @@
-package main
+package benchkit
 
 import (
 	"math"
@@ -7,12 +7,13 @@ import (
 	"time"
 )
 
-// histogram is a small log-linear (HDR-like) latency histogram over
+// Histogram is a small log-linear (HDR-like) latency histogram over
 // nanoseconds: values below 64 are exact, above that every power-of-two
 // range is split into 32 sub-buckets, so any reported quantile is within
-// ~3% of the true value. Memory is fixed (2 KiB entries, 16 KiB) no matter
-// how many samples are recorded.
-type histogram struct {
+// ~3% of the true value. Memory is fixed (2 Ki buckets, 16 KiB) no matter
+// how many samples are recorded. The zero value is empty and ready; it is
+// not safe for concurrent use.
+type Histogram struct {
 	counts [64 * 32]uint64
 	n      uint64
 	max    int64
@@ -40,7 +41,8 @@ func histValue(i int) int64 {
 	return int64(lo + (hi-lo)/2)
 }
 
-func (h *histogram) record(v int64) {
+// Record adds one sample, in nanoseconds.
+func (h *Histogram) Record(v int64) {
 	if v < 0 {
 		v = 0 // clock skew cannot happen on one host, but be safe
 	}
@@ -51,7 +53,8 @@ func (h *histogram) record(v int64) {
 	}
 }
 
-func (h *histogram) merge(o *histogram) {
+// Merge adds o's samples to h.
+func (h *Histogram) Merge(o *Histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
 	}
@@ -61,8 +64,14 @@ func (h *histogram) merge(o *histogram) {
 	}
 }
 
-// quantile returns the value at quantile q (0..1), or 0 without samples.
-func (h *histogram) quantile(q float64) time.Duration {
+// Count is the number of samples.
+func (h *Histogram) Count() uint64 { return h.n }
+
+// Max is the largest sample, exactly.
+func (h *Histogram) Max() time.Duration { return time.Duration(h.max) }
+
+// Quantile returns the value at quantile q (0..1), or 0 without samples.
+func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.n == 0 {
 		return 0
 	}
@@ -84,13 +93,14 @@ func (h *histogram) quantile(q float64) time.Duration {
 	return time.Duration(h.max)
 }
 
-// bitset is a growable set of sequence numbers.
-type bitset struct {
+// Bitset is a growable set of sequence numbers. The zero value is empty;
+// it is not safe for concurrent use.
+type Bitset struct {
 	w []uint64
 }
 
-// testAndSet sets bit i and reports whether it was already set.
-func (b *bitset) testAndSet(i uint64) bool {
+// TestAndSet sets bit i and reports whether it was already set.
+func (b *Bitset) TestAndSet(i uint64) bool {
 	wi := int(i >> 6)
 	if wi >= len(b.w) {
 		n := 2 * len(b.w)
@@ -110,10 +120,11 @@ func (b *bitset) testAndSet(i uint64) bool {
 	return old
 }
 
-func (b *bitset) set(i uint64) { b.testAndSet(i) }
+// Set sets bit i.
+func (b *Bitset) Set(i uint64) { b.TestAndSet(i) }
 
-// countMissing counts bits set in want but not in b.
-func (b *bitset) countMissing(want *bitset) int64 {
+// CountMissing counts bits set in want but not in b.
+func (b *Bitset) CountMissing(want *Bitset) int64 {
 	var n int64
 	for i, w := range want.w {
 		var have uint64
@@ -125,8 +136,8 @@ func (b *bitset) countMissing(want *bitset) int64 {
 	return n
 }
 
-// countMissingPrefix counts the numbers in [0, n) not in b.
-func (b *bitset) countMissingPrefix(n uint64) int64 {
+// CountMissingPrefix counts the numbers in [0, n) not in b.
+func (b *Bitset) CountMissingPrefix(n uint64) int64 {
 	var have int64
 	full := int(n >> 6)
 	for i := 0; i < full && i < len(b.w); i++ {
@@ -138,7 +149,9 @@ func (b *bitset) countMissingPrefix(n uint64) int64 {
 	return int64(n) - have
 }
 
-func medianFloat(xs []float64) float64 {
+// Median is the median of xs (the mean of the middle two for an even
+// count), or 0 for none. xs is not modified.
+func Median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
