@@ -153,6 +153,7 @@ type pipeline struct {
 	hook  *Hook
 	cl    *mqtt.Client
 	slots chan struct{} // one per message not yet acked; full blocks the client's reads
+	acks  bytes.Buffer  // the PUBACKs of the batch being acked; only run uses it
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -221,6 +222,7 @@ func (p *pipeline) run() {
 		if err != nil {
 			h.refused(p.cl, batch[0].pk, err)
 		}
+		p.acks.Reset()
 		for _, it := range batch {
 			if err == nil || it.pk.FixedHeader.Qos == 0 {
 				if derr := h.broker.Deliver(it.pk); derr != nil {
@@ -228,19 +230,50 @@ func (p *pipeline) run() {
 				}
 			}
 			if it.pk.FixedHeader.Qos == 1 && (err == nil || v5) {
-				ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: it.pk.PacketID}
-				if err != nil {
-					ack.ReasonCode = packets.ErrQuotaExceeded.Code
-					ack.Properties.ReasonString = packets.ErrQuotaExceeded.Reason
-				}
-				_ = p.cl.WritePacket(ack) // fails only if the client is gone; it will resend
+				p.appendAck(it.pk.PacketID, err != nil)
 			}
+		}
+		p.writeAcks()
+		for range batch {
 			<-p.slots
 		}
 		if err != nil && !v5 {
 			_ = h.broker.Disconnect(p.cl, packets.ErrServerBusy)
 		}
 	}
+}
+
+// appendAck encodes a PUBACK into p.acks, with the quota-exceeded reason
+// code when refused, as mochi's WritePacket would encode it for this client.
+func (p *pipeline) appendAck(id uint16, refused bool) {
+	ack := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Puback},
+		PacketID:        id,
+		ProtocolVersion: p.cl.Properties.ProtocolVersion,
+	}
+	if refused {
+		ack.ReasonCode = packets.ErrQuotaExceeded.Code
+		ack.Properties.ReasonString = packets.ErrQuotaExceeded.Reason
+	}
+	// [MQTT-3.1.2-29]: no reason string if the client asked for no problem information.
+	ack.Mods.DisallowProblemInfo = p.cl.Properties.Props.RequestProblemInfoFlag && p.cl.Properties.Props.RequestProblemInfo == 0
+	_ = ack.PubackEncode(&p.acks) // writing to a bytes.Buffer cannot fail
+}
+
+// writeAcks sends a batch's PUBACKs in one write instead of one write(2)
+// per PUBACK through mochi's WritePacket, which costs the bridge and the
+// client a system call per message. It takes the client's lock, as
+// WritePacket does, so that packets are never interleaved. Unlike
+// WritePacket it runs no OnPacketEncode/OnPacketSent hooks (the bridge has
+// none for PUBACKs) and leaves mochi's bytes/packets sent counters alone.
+// A failed write means the client is gone; it will resend.
+func (p *pipeline) writeAcks() {
+	if p.acks.Len() == 0 || p.cl.Closed() || p.cl.Net.Conn == nil {
+		return
+	}
+	p.cl.Lock()
+	defer p.cl.Unlock()
+	_, _ = p.cl.Net.Conn.Write(p.acks.Bytes())
 }
 
 // clientMsgID is a stable de-duplication id for a client's QoS 1 message: a

@@ -231,13 +231,7 @@ func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
 			t.Fatalf("message %d is %q, want %q: the replay is out of order", i, m.Data(), w)
 		}
 	}
-	deadline := time.Now().Add(testkit.Timeout)
-	for gauge(t, f.reg, "firehose_outbox_messages", "all") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("outbox never drained")
-		}
-		time.Sleep(10 * time.Millisecond) // polling the replayer's progress
-	}
+	waitOutboxDrained(t, f, "all")
 	if v := metricValue(t, f.reg, "firehose_outbox_replayed_total", "all", ""); v != 300 {
 		t.Errorf("replayed = %v, want 300", v)
 	}
@@ -328,6 +322,18 @@ func TestOutboxSurvivesARestartOfTheRouter(t *testing.T) {
 	_ = g
 }
 
+// waitOutboxDrained polls until the route's replayer has emptied its outbox.
+func waitOutboxDrained(t *testing.T, f *fixture, route string) {
+	t.Helper()
+	deadline := time.Now().Add(testkit.Timeout)
+	for gauge(t, f.reg, "firehose_outbox_messages", route) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the outbox of route %s never drained", route)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the replayer's progress
+	}
+}
+
 func gauge(t *testing.T, reg *prometheus.Registry, name, route string) float64 {
 	t.Helper()
 	return metricValue(t, reg, name, route, "")
@@ -388,6 +394,10 @@ func TestJetStreamClusterNodeLoss(t *testing.T) {
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
+	// What the lost node did not confirm in time is in the outbox; Route
+	// returned for it, and the replayer stores it once the cluster has a
+	// leader again.
+	waitOutboxDrained(t, f, "all")
 
 	nc, err := nats.Connect(strings.Join(cluster.URLs()[1:], ","))
 	if err != nil {
@@ -406,9 +416,19 @@ func TestJetStreamClusterNodeLoss(t *testing.T) {
 	if info.State.Msgs != n {
 		t.Fatalf("the stream holds %d messages, want %d (outbox %v)", info.State.Msgs, n, gauge(t, f.reg, "firehose_outbox_messages", "all"))
 	}
-	cons, err := st.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
+	// Creating a consumer needs the cluster's meta leader, which may still
+	// be in election after the node loss; retry until it answers.
+	var cons jetstream.Consumer
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cons, err = st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no consumer after the node loss: %v", err)
+		}
 	}
 	it, err := cons.Messages()
 	if err != nil {
