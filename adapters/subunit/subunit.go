@@ -1,7 +1,8 @@
 // Package subunit is the bridge's intake for the OpenStack subunit workers'
 // results, published on gearman-subunit/<worker>/<git namespace>/<repo>/<change>
 // with the firehose schema's payload (status, build_uuid, source_url).
-// POST /subunit/v1/events takes either the JSON a worker posts or, with
+// POST /subunit/v1/events takes either the JSON a worker posts (with any
+// Content-Type but a stream's, so that a plain `curl -d` works) or, with
 // Content-Type: application/x-subunit, a subunit v2 stream that the bridge
 // reads itself: the status is "success" only if no test failed.
 //
@@ -44,8 +45,13 @@ const (
 	SharedTokenHeader = "X-Firehose-Token"
 )
 
-// StreamType is the Content-Type of a subunit v2 stream.
-const StreamType = "application/x-subunit"
+// StreamType is the Content-Type of a subunit v2 stream, and GzipStreamType
+// that of a gzipped one (as is StreamType with Content-Encoding: gzip).
+// Any other Content-Type, or none, is a worker's JSON result.
+const (
+	StreamType     = "application/x-subunit"
+	GzipStreamType = StreamType + "+gzip"
+)
 
 // Config is the `subunit:` section: enabled, topic_prefix, tokens and max_body.
 type Config = intake.Config
@@ -106,18 +112,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refused(r, client, "authentication", nil)
 		return
 	}
-	ct := r.Header.Get("Content-Type")
-	mt, _, _ := mime.ParseMediaType(ct)
-	switch {
-	case mt == StreamType:
-		h.serveStream(w, r, client)
-	case mt == "application/json" || ct == "":
-		h.serveJSON(w, r, client)
+	// Any other type is JSON, as the Gerrit and Chef intakes take it, so
+	// that a plain `curl -d` (application/x-www-form-urlencoded) works.
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch strings.ToLower(mt) {
+	case StreamType:
+		h.serveStream(w, r, client, false)
+	case GzipStreamType:
+		h.serveStream(w, r, client, true)
 	default:
-		h.refused(r, client, "content type", nil)
-		httpserver.WriteError(w, http.StatusUnsupportedMediaType,
-			fmt.Sprintf("Content-Type %q: send application/json for a worker's result, or %s for a subunit v2 stream", ct, StreamType),
-			"Content-Type")
+		h.serveJSON(w, r, client)
 	}
 }
 
@@ -135,7 +139,9 @@ func (h *Handler) serveJSON(w http.ResponseWriter, r *http.Request, client strin
 	h.publish(w, r, client, res, "json", nil)
 }
 
-func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client string) {
+// serveStream reads a subunit v2 stream; gzipped says the Content-Type
+// itself says it is gzip, as Content-Encoding: gzip also can.
+func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client string, gzipped bool) {
 	// The query is checked first, so that a bad one is refused before a
 	// large stream is read.
 	res, err := payload.ResultFromQuery(r.URL.Query())
@@ -150,7 +156,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client str
 		return
 	}
 	var stream io.Reader = http.MaxBytesReader(w, r.Body, int64(h.cfg.MaxBody))
-	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc == "gzip" {
+	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc == "gzip" || gzipped && (enc == "" || enc == "identity") {
 		gz, err := gzip.NewReader(stream)
 		if err != nil {
 			h.streamError(w, r, client, fmt.Errorf("reading the gzip body: %w", err))

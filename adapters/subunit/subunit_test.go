@@ -118,6 +118,8 @@ func TestEndToEnd(t *testing.T) {
 		{"passing stream", passing, streamHeader, "success"},
 		{"failing stream", failing, streamHeader, "failure"},
 		{"gzipped failing stream", gz.Bytes(), map[string]string{"Content-Type": StreamType, "Content-Encoding": "gzip"}, "failure"},
+		{"gzip stream type", gz.Bytes(), map[string]string{"Content-Type": GzipStreamType}, "failure"},
+		{"gzip stream type and encoding", gz.Bytes(), map[string]string{"Content-Type": GzipStreamType, "Content-Encoding": "gzip"}, "failure"},
 	}
 	for i, tt := range tests {
 		change := fmt.Sprint(1000 + i)
@@ -157,6 +159,43 @@ func TestCurlExample(t *testing.T) {
 	}
 	if got := testkit.Next(t, sub); got.Topic != "gearman-subunit/ci01/openstack/nova/12345" {
 		t.Errorf("got %+v", got)
+	}
+}
+
+// TestJSONWithAnyContentType posts a worker's JSON under the types clients
+// send by default, such as curl -d's application/x-www-form-urlencoded: all
+// but a stream's are JSON.
+func TestJSONWithAnyContentType(t *testing.T) {
+	b := testbus.Start(t)
+	sub := b.Subscribe(t, "gearman-subunit/#")
+	srv := serve(t, b, DefaultConfig(), nil)
+	for i, ct := range []string{"", "application/json", "application/json; charset=utf-8", "application/x-www-form-urlencoded",
+		"text/plain", "application/octet-stream", "malformed; =x"} {
+		body := fmt.Sprintf(`{"worker":"w1","project":"openstack/nova","change":%d,"status":"success","build_uuid":"u","source_url":"s"}`, i)
+		var header map[string]string
+		if ct != "" {
+			header = map[string]string{"Content-Type": ct}
+		}
+		code, _, resp := testintake.Post(t, srv.URL+Path, body, header)
+		if code != http.StatusOK {
+			t.Errorf("Content-Type %q: %d %s", ct, code, resp)
+			continue
+		}
+		if got := testkit.Next(t, sub); got.Topic != fmt.Sprintf("gearman-subunit/w1/openstack/nova/%d", i) {
+			t.Errorf("Content-Type %q: got %+v", ct, got)
+		}
+	}
+
+	// curl -d, as a user types it.
+	curl := testkit.RequireCommand(t, "curl")
+	out, err := exec.Command(curl, "-sS", "--fail-with-body", "-d",
+		`{"worker":"w2","project":"openstack/nova","change":77,"status":"failure","build_uuid":"u","source_url":"s"}`,
+		srv.URL+Path).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"topic":"gearman-subunit/w2/openstack/nova/77"`) {
+		t.Fatalf("curl -d: %v\n%s", err, out)
+	}
+	if got := testkit.Next(t, sub); got.Payload != `{"status":"failure","build_uuid":"u","source_url":"s"}` {
+		t.Errorf("curl -d: got %+v", got)
 	}
 }
 
@@ -216,7 +255,9 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 		{"unknown encoding", query("1"), stream, auth(map[string]string{"Content-Type": StreamType, "Content-Encoding": "br"}), http.StatusUnsupportedMediaType, "Content-Encoding"},
 		{"stream over max_body", query("1"), big, auth(streamHeader), http.StatusRequestEntityTooLarge, ""},
 		{"gzipped stream over max_body once inflated", query("1"), bomb.Bytes(), auth(map[string]string{"Content-Type": StreamType, "Content-Encoding": "gzip"}), http.StatusRequestEntityTooLarge, ""},
-		{"form post", "", []byte("a=b"), auth(map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), http.StatusUnsupportedMediaType, "Content-Type"},
+		{"form fields, not JSON", "", []byte("a=b"), auth(map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), http.StatusBadRequest, ""},
+		{"gzip stream type, not gzip", query("1"), stream, auth(map[string]string{"Content-Type": GzipStreamType}), http.StatusBadRequest, "body"},
+		{"gzip stream type, other encoding", query("1"), stream, auth(map[string]string{"Content-Type": GzipStreamType, "Content-Encoding": "br"}), http.StatusUnsupportedMediaType, "Content-Encoding"},
 	}
 	for _, tt := range tests {
 		code, _, resp := testintake.Post(t, srv.URL+Path+tt.query, tt.body, tt.header)

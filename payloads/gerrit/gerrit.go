@@ -3,6 +3,11 @@
 // or NDJSON, one event per line. It extracts only what a topic needs, the
 // event type and the project, and keeps every event's bytes as they came.
 //
+// The project is the first of project, change.project and refUpdate.project
+// that is a non-empty string or an object with a non-empty string "name"
+// (some Gerrit versions send {"name":"openstack/nova"}); a field that is
+// neither is skipped, and named in the error when no field gives a project.
+//
 // It does no I/O and never changes an event.
 package gerrit
 
@@ -42,7 +47,8 @@ type Event struct {
 	// Project is the project's full path ("openstack/nova").
 	Project string
 	// ProjectField is where Project was found: FieldProject,
-	// FieldChangeProject or FieldRefUpdateProject.
+	// FieldChangeProject or FieldRefUpdateProject, with ".name" appended
+	// when that field was an object such as {"name":"openstack/nova"}.
 	ProjectField string
 	// Raw is the event's JSON exactly as received, without the whitespace
 	// around it. It aliases the input.
@@ -150,13 +156,19 @@ func parseAt(raw []byte, line int) (Event, error) {
 		return fail(FieldType, "missing: every Gerrit event has a type, such as \"patchset-created\"")
 	}
 	ev := Event{Type: typ, Raw: raw, Line: line}
-	project, ok, err := stringField(h.Project)
-	if err != nil {
-		return fail(FieldProject, "%v", err)
+	// The first field that names a project wins. A field that is present but
+	// names none is skipped; the first such field is the one an error names.
+	badField, problem := "", ""
+	skip := func(field, why string) {
+		if badField == "" {
+			badField, problem = field, why
+		}
 	}
-	if ok && project != "" {
-		ev.Project, ev.ProjectField = project, FieldProject
+	if name, field, why := projectName(h.Project, FieldProject); name != "" {
+		ev.Project, ev.ProjectField = name, field
 		return ev, nil
+	} else if why != "" {
+		skip(FieldProject, why)
 	}
 	for _, nested := range []struct {
 		field, object string
@@ -169,18 +181,71 @@ func parseAt(raw []byte, line int) (Event, error) {
 			Project json.RawMessage `json:"project"`
 		}
 		if nested.raw[0] != '{' || json.Unmarshal(nested.raw, &inner) != nil {
-			return fail(nested.object, "must be a JSON object")
+			skip(nested.object, "must be a JSON object, not "+kind(nested.raw))
+			continue
 		}
-		project, ok, err := stringField(inner.Project)
-		if err != nil {
-			return fail(nested.field, "%v", err)
-		}
-		if ok && project != "" {
-			ev.Project, ev.ProjectField = project, nested.field
+		if name, field, why := projectName(inner.Project, nested.field); name != "" {
+			ev.Project, ev.ProjectField = name, field
 			return ev, nil
+		} else if why != "" {
+			skip(nested.field, why)
 		}
 	}
+	if badField != "" {
+		return fail(badField, "%s, and the %q event names no project elsewhere (looked for project, change.project and refUpdate.project)", problem, typ)
+	}
 	return fail(FieldProject, "the %q event names no project (looked for project, change.project and refUpdate.project)", typ)
+}
+
+// projectName reads a project field at the given path: a non-empty string,
+// or an object whose "name" is one, as in {"name":"openstack/nova"}. field
+// is where the name was found (path, or path + ".name"). When there is no
+// name, problem says why, or is "" when the field is absent or null.
+func projectName(raw json.RawMessage, path string) (name, field, problem string) {
+	const want = "must be a non-empty string or an object with a non-empty string \"name\""
+	if isAbsent(raw) {
+		return "", "", ""
+	}
+	if raw[0] == '{' {
+		var obj struct {
+			Name json.RawMessage `json:"name"`
+		}
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return "", "", want + ": " + err.Error()
+		}
+		if s, _, err := stringField(obj.Name); err == nil && s != "" {
+			return s, path + ".name", ""
+		}
+		if isAbsent(obj.Name) {
+			return "", "", want + ", not an object without a name"
+		}
+		return "", "", want + ", not an object whose name is " + kind(obj.Name)
+	}
+	if s, _, err := stringField(raw); err == nil && s != "" {
+		return s, path, ""
+	}
+	return "", "", want + ", not " + kind(raw)
+}
+
+// kind names the JSON type of a present value, for error messages.
+func kind(raw json.RawMessage) string {
+	switch raw[0] {
+	case '"':
+		if string(raw) == `""` {
+			return "an empty string"
+		}
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
 }
 
 func isAbsent(raw json.RawMessage) bool {

@@ -28,15 +28,27 @@ func TestParseEvent(t *testing.T) {
 		{in: `{"type":"x","project":null,"change":null,"refUpdate":{"project":"c"}}`, typ: "x", project: "c", field: FieldRefUpdateProject},
 		{in: `{"type":"some-plugin-event","project":"p"}`, typ: "some-plugin-event", project: "p", field: FieldProject},
 		{in: "  \t" + patchsetCreated + "\r\n", typ: "patchset-created", project: "openstack/nova", field: FieldProject},
+		// A project that is not a string gives way to change.project.
+		{in: `{"type":"x","project":{"id":"a"},"change":{"project":"a/b"}}`, typ: "x", project: "a/b", field: FieldChangeProject},
+		{in: `{"type":"x","project":["p"],"change":{"project":"a/b"}}`, typ: "x", project: "a/b", field: FieldChangeProject},
+		{in: `{"type":"x","project":7,"change":"p","refUpdate":{"project":"c"}}`, typ: "x", project: "c", field: FieldRefUpdateProject},
+		{in: `{"type":"x","project":{"name":""},"change":{"project":{"name":"a/b"}}}`, typ: "x", project: "a/b", field: "change.project.name"},
+		// ... and an object with a name is read as the project.
+		{in: `{"type":"x","project":{"name":"openstack/nova"},"change":{"project":"a/b"}}`, typ: "x", project: "openstack/nova", field: "project.name"},
+		{in: `{"type":"ref-updated","project":{"name":"openstack/nova","id":"x"}}`, typ: "ref-updated", project: "openstack/nova", field: "project.name"},
 
 		{in: `{"type":"dropped-output"}`, errField: "project", errSubstr: `"dropped-output" event names no project`},
 		{in: `{"type":"project-created","projectName":"x"}`, errField: "project"},
 		{in: `{"project":"p"}`, errField: "type", errSubstr: "missing"},
 		{in: `{"type":"","project":"p"}`, errField: "type"},
 		{in: `{"type":7,"project":"p"}`, errField: "type", errSubstr: "must be a string"},
-		{in: `{"type":"x","project":["p"]}`, errField: "project", errSubstr: "must be a string"},
-		{in: `{"type":"x","change":"p"}`, errField: "change", errSubstr: "must be a JSON object"},
-		{in: `{"type":"x","change":{"project":1}}`, errField: "change.project"},
+		{in: `{"type":"x","project":["p"]}`, errField: "project", errSubstr: "must be a non-empty string or an object with a non-empty string \"name\", not an array"},
+		{in: `{"type":"x","project":{"name":1},"change":{}}`, errField: "project", errSubstr: "not an object whose name is a number, and the \"x\" event names no project elsewhere"},
+		{in: `{"type":"x","project":{}}`, errField: "project", errSubstr: "not an object without a name"},
+		{in: `{"type":"x","project":"","change":"p"}`, errField: "project", errSubstr: "not an empty string"},
+		{in: `{"type":"x","change":"p"}`, errField: "change", errSubstr: "must be a JSON object, not a string"},
+		{in: `{"type":"x","change":{"project":1}}`, errField: "change.project", errSubstr: "not a number"},
+		{in: `{"type":"x","change":{"project":false},"refUpdate":{"project":[]}}`, errField: "change.project", errSubstr: "not a boolean"},
 		{in: `{"type":"x","change":{},"refUpdate":{}}`, errField: "project"},
 		{in: `[1,2]`, errSubstr: "must be a JSON object, not array"},
 		{in: `"text"`, errSubstr: "must be a JSON object, not string"},
@@ -140,6 +152,7 @@ func FuzzParse(f *testing.F) {
 		patchsetCreated + "\n" + commentAdded + "\n",
 		`{"type":"dropped-output"}`, `{"type":"x","change":{"project":"a"}}`,
 		"{\"type\":\"x\",\n\"project\":\"p\"}", "\n\n", "[]", `{"type":"x","project":"a/b/+/#"}`,
+		`{"type":"x","project":{"name":"a/b"},"change":7}`, `{"type":"x","project":[1],"refUpdate":{"project":"r"}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -20,13 +20,14 @@ var errNoText = errors.New("no text part")
 
 // textBody returns the mail's text, decoded: for a multipart mail the first
 // text/plain part that is not an attachment (else the first text part);
-// quoted-printable and base64 are undone and the charset converted to UTF-8.
+// quoted-printable and base64 are undone, the charset converted to UTF-8,
+// and CRLF line ends (SMTP's, kept by some MTAs) made LF.
 func textBody(h textprotoHeader, body io.Reader) (string, error) {
 	text, err := textOf(h, body, 0)
 	if errors.Is(err, errNoText) {
 		return "", nil
 	}
-	return text, err
+	return strings.ReplaceAll(text, "\r\n", "\n"), err
 }
 
 // textprotoHeader is what textOf needs of mail.Header and textproto.MIMEHeader.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"mime"
 	"net/mail"
+	"net/textproto"
 	"regexp"
 	"strings"
 )
@@ -99,7 +100,8 @@ var bugPrefix = regexp.MustCompile(`^\[Bug ([0-9]+)\]`)
 // a leading mbox "From " line is skipped). Only mail whose X-Generated-By
 // contains "Launchpad" is taken.
 func Parse(raw []byte) (*Notification, error) {
-	msg, err := mail.ReadMessage(bytes.NewReader(skipEnvelope(raw)))
+	mailBytes := skipEnvelope(raw)
+	msg, err := mail.ReadMessage(bytes.NewReader(mailBytes))
 	if err != nil {
 		return nil, &Error{Msg: "not an RFC 822 mail: " + err.Error()}
 	}
@@ -118,13 +120,14 @@ func Parse(raw []byte) (*Notification, error) {
 	}
 	n := &Notification{Type: strings.TrimSpace(h.Get(HeaderNotificationType)), ID: messageID(h, raw)}
 	n.BugNumber = bugNumber(decodeHeader(h.Get(HeaderSubject)))
+	pairs := bugPairs(bugHeader(h[HeaderBug]))
 	var payload map[string]any
 	if n.Type == TypeBug {
-		payload = bugPayload(h, n.BugNumber)
+		payload = bugPayload(h, pairs, n.BugNumber)
 		n.Project, _ = payload[KeyProject].(string)
 	} else {
-		payload = headerPayload(h)
-		n.Project = bugPairs(h.Get(HeaderBug))[KeyProject]
+		payload = headerPayload(h, headerNames(mailBytes))
+		n.Project = pairs[KeyProject]
 	}
 	n.EventType = n.Type
 	payload[KeyBody] = body
@@ -135,15 +138,16 @@ func Parse(raw []byte) (*Notification, error) {
 	return n, nil
 }
 
-// bugPayload builds lpmqtt's payload for a bug notification. The fields the
-// firehose schema says are always present are present: commenters as a list
-// (empty when the header is missing), reporter and modifier as strings or
-// null, as lpmqtt published a missing header.
-func bugPayload(h mail.Header, number string) map[string]any {
+// bugPayload builds lpmqtt's payload for a bug notification, with the pairs
+// of the X-Launchpad-Bug header that bugHeader chose. The fields the firehose
+// schema says are always present are present: commenters as a list (empty
+// when the header is missing), reporter and modifier as strings or null, as
+// lpmqtt published a missing header.
+func bugPayload(h mail.Header, pairs map[string]string, number string) map[string]any {
 	p := map[string]any{KeyEventType: TypeBug}
 	// The X-Launchpad-Bug pairs come first so that they cannot replace the
 	// fields this function sets from their own headers.
-	for k, v := range bugPairs(h.Get(HeaderBug)) {
+	for k, v := range pairs {
 		p[k] = v
 	}
 	p[KeyEventType] = TypeBug
@@ -166,15 +170,67 @@ func bugPayload(h mail.Header, number string) map[string]any {
 
 // headerPayload is every X-Launchpad-* header, as lpmqtt publishes
 // notifications other than bugs. A header given more than once keeps its
-// first value, as lpmqtt's did.
-func headerPayload(h mail.Header) map[string]any {
+// first value, as lpmqtt's did. Names are spelt as in the mail
+// ("X-Launchpad-PPA", not net/mail's "X-Launchpad-Ppa"): names maps each
+// canonical name to its first spelling in the mail.
+func headerPayload(h mail.Header, names map[string]string) map[string]any {
 	p := map[string]any{}
 	for k, vs := range h {
 		if strings.HasPrefix(k, launchpadPrefix) && len(vs) > 0 {
+			if name, ok := names[k]; ok {
+				k = name
+			}
 			p[k] = decodeHeader(vs[0])
 		}
 	}
 	return p
+}
+
+// headerNames maps the canonical form of each header name in the mail's
+// header block to the name as first written there. net/mail keeps only the
+// canonical form.
+func headerNames(mailBytes []byte) map[string]string {
+	names := map[string]string{}
+	for rest := mailBytes; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) == 0 {
+			break // the end of the header block
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			continue // a folded value
+		}
+		name, _, ok := bytes.Cut(line, []byte{':'})
+		if !ok {
+			continue
+		}
+		written := string(bytes.TrimRight(name, " \t"))
+		if key := textproto.CanonicalMIMEHeaderKey(written); names[key] == "" {
+			names[key] = written
+		}
+	}
+	return names
+}
+
+// bugHeader chooses, among a bug mail's X-Launchpad-Bug headers (one per bug
+// task), the first that names a product: a bug filed against a project and a
+// distribution package has both, and the topic wants the project. With no
+// product it is the first header, or "" when there is none.
+func bugHeader(values []string) string {
+	for _, v := range values {
+		if bugPairs(v)[KeyProject] != "" {
+			return v
+		}
+	}
+	if len(values) == 0 {
+		return ""
+	}
+	return values[0]
 }
 
 // bugPairs reads the "product=octavia; status=Triaged; importance=Medium;

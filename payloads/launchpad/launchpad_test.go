@@ -173,6 +173,75 @@ Review: Approve
 	}
 }
 
+// TestHeaderSpelling checks that the X-Launchpad-* names of a notification
+// other than a bug are published as the mail spells them, and that a mail
+// with several X-Launchpad-Bug headers takes its project from the product's.
+func TestHeaderSpelling(t *testing.T) {
+	mail := `X-Generated-By: Launchpad (canonical.com)
+X-Launchpad-Notification-Type: package-upload
+X-Launchpad-PPA: ~octavia-team/ubuntu/ppa
+X-Launchpad-Archive: ppa:octavia-team/ppa
+X-LAUNCHPAD-component: component=main,
+ section=net
+x-launchpad-ppa: second spelling, second value
+X-Launchpad-Bug: distribution=ubuntu; sourcepackage=octavia; status=New
+X-Launchpad-Bug: product=octavia; status=Triaged
+Subject: [PPA octavia-team] [ubuntu/jammy] octavia 1.0-1 (Accepted)
+
+X-Launchpad-Body: not a header
+`
+	for _, eol := range []string{"\n", "\r\n"} {
+		n, err := Parse([]byte(strings.ReplaceAll(mail, "\n", eol)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		_ = json.Unmarshal(n.Payload, &got)
+		want := map[string]any{
+			"X-Launchpad-Notification-Type": "package-upload",
+			"X-Launchpad-PPA":               "~octavia-team/ubuntu/ppa",
+			"X-Launchpad-Archive":           "ppa:octavia-team/ppa",
+			"X-LAUNCHPAD-component":         "component=main, section=net",
+			"X-Launchpad-Bug":               "distribution=ubuntu; sourcepackage=octavia; status=New",
+			"body":                          "X-Launchpad-Body: not a header\n",
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q line ends: payload\n got %v\nwant %v", eol, got, want)
+		}
+		if n.Project != "octavia" || n.EventType != "package-upload" {
+			t.Errorf("%q line ends: levels %q %q", eol, n.Project, n.EventType)
+		}
+	}
+}
+
+// TestCRLF checks that a mail kept with SMTP's CRLF line ends gives the same
+// notification as the LF mail an MTA pipe hands over.
+func TestCRLF(t *testing.T) {
+	lf := bugHeaders + "\n" + qp(bugText)
+	b64 := base64.StdEncoding.EncodeToString([]byte(strings.ReplaceAll(bugText, "\n", "\r\n")))
+	multipart := strings.Replace(bugHeaders, "Content-Type: text/plain; charset=\"utf-8\"\nContent-Transfer-Encoding: quoted-printable\n",
+		"Content-Type: multipart/alternative; boundary=b\n", 1) +
+		"\n--b\nContent-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\n" + b64[:60] + "\n" + b64[60:] + "\n--b--\n"
+	for name, mail := range map[string]string{
+		"quoted-printable":             strings.ReplaceAll(lf, "\n", "\r\n"),
+		"multipart":                    strings.ReplaceAll(multipart, "\n", "\r\n"),
+		"base64 of CRLF text, LF mail": multipart,
+	} {
+		n, err := Parse([]byte(mail))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		var p struct {
+			Body    string
+			Project string
+		}
+		if err := json.Unmarshal(n.Payload, &p); err != nil || p.Body != bugText || p.Project != "octavia" || n.BugNumber != "1680938" {
+			t.Errorf("%s: body %q, project %q, bug %q; want %q (%v)", name, p.Body, p.Project, n.BugNumber, bugText, err)
+		}
+	}
+}
+
 func TestBugEdgeCases(t *testing.T) {
 	base := "X-Generated-By: Launchpad (canonical.com)\nX-Launchpad-Notification-Type: bug\n"
 	tests := []struct {
@@ -186,6 +255,16 @@ func TestBugEdgeCases(t *testing.T) {
 			map[string]any{"event-type": "bug", "commenters": []any{}, "bug-reporter": nil, "bug-modifier": nil, "body": "b\n",
 				"project": "p", "bug-number": "7", "milestone": "2.0"}, "p", "7"},
 		{"distribution task", "Subject: [Bug 12] [NEW] crash\nX-Launchpad-Bug: distribution=ubuntu; sourcepackage=nova; status=New\n",
+			map[string]any{"event-type": "bug", "commenters": []any{}, "bug-reporter": nil, "bug-modifier": nil, "body": "b\n",
+				"distribution": "ubuntu", "sourcepackage": "nova", "status": "New", "bug-number": "12"}, "", "12"},
+		{"product task after a distribution task",
+			"Subject: [Bug 12] crash\nX-Launchpad-Bug: distribution=ubuntu; sourcepackage=octavia; component=main;\n status=New; importance=Undecided; assignee=None;\nX-Launchpad-Bug: product=octavia; status=Triaged; importance=Medium;\n assignee=jdev;\n",
+			map[string]any{"event-type": "bug", "commenters": []any{}, "bug-reporter": nil, "bug-modifier": nil, "body": "b\n",
+				"project": "octavia", "status": "Triaged", "importance": "Medium", "assignee": "jdev", "bug-number": "12"}, "octavia", "12"},
+		{"first of two product tasks", "Subject: [Bug 12] crash\nX-Launchpad-Bug: product=; status=Won't Fix\nX-Launchpad-Bug: product=nova; status=New\nX-Launchpad-Bug: product=cinder; status=Invalid\n",
+			map[string]any{"event-type": "bug", "commenters": []any{}, "bug-reporter": nil, "bug-modifier": nil, "body": "b\n",
+				"project": "nova", "status": "New", "bug-number": "12"}, "nova", "12"},
+		{"no product task: the first task", "Subject: [Bug 12] crash\nX-Launchpad-Bug: distribution=ubuntu; sourcepackage=nova; status=New\nX-Launchpad-Bug: distribution=debian; sourcepackage=nova; status=Confirmed\n",
 			map[string]any{"event-type": "bug", "commenters": []any{}, "bug-reporter": nil, "bug-modifier": nil, "body": "b\n",
 				"distribution": "ubuntu", "sourcepackage": "nova", "status": "New", "bug-number": "12"}, "", "12"},
 		{"subject must start with the prefix", "Subject: Re: [Bug 12] crash\nX-Launchpad-Bug: product=p\n",
