@@ -1,18 +1,24 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -109,10 +115,53 @@ func TestReadyzFailsOnceTheBrokerIsClosed(t *testing.T) {
 	}
 }
 
+// closeProbe is a mochi hook that calls onClose when the broker closes,
+// after its listeners and clients are closed, before its stores are.
+type closeProbe struct {
+	mqtt.HookBase
+	onClose func()
+}
+
+func (h *closeProbe) ID() string           { return "test-close-probe" }
+func (h *closeProbe) Provides(b byte) bool { return b == mqtt.OnStopped }
+func (h *closeProbe) OnStopped()           { h.onClose() }
+
+// probeHTTPAtBrokerClose adds a closeProbe to br that reports, once, whether
+// httpAddr still accepted TCP connections when the broker began closing.
+func probeHTTPAtBrokerClose(t *testing.T, br *broker.Broker, httpAddr string) <-chan bool {
+	t.Helper()
+	accepting := make(chan bool, 1)
+	err := br.AddHook(&closeProbe{onClose: func() {
+		conn, err := net.DialTimeout("tcp", httpAddr, testkit.Timeout)
+		if err == nil {
+			conn.Close()
+		}
+		select {
+		case accepting <- err == nil:
+		default:
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return accepting
+}
+
 func TestShutdownIsOrderedIdempotentAndReleasesPorts(t *testing.T) {
 	cfg := testConfig(t)
-	b := startBridge(t, cfg)
+	b, err := New(cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
 	httpAddr, mqttAddr := b.HTTPAddr(), b.Broker().Addr("mqtt")
+	httpAtBrokerClose := probeHTTPAtBrokerClose(t, b.Broker(), httpAddr)
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz before shutdown: %d", code)
+	}
 	lost := testkit.NewSignal()
 	testkit.Connect(t, "tcp://"+mqttAddr, testkit.ClientOptions{OnLost: lost.Fire})
 
@@ -122,6 +171,15 @@ func TestShutdownIsOrderedIdempotentAndReleasesPorts(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	// Pipeline order: the HTTP intake had stopped accepting before the broker closed.
+	select {
+	case accepting := <-httpAtBrokerClose:
+		if accepting {
+			t.Fatal("the HTTP listener still accepted connections when the broker closed")
+		}
+	default:
+		t.Fatal("the broker was not closed by Run")
 	}
 	if !lost.Wait() {
 		t.Fatal("MQTT clients were not disconnected")
@@ -136,6 +194,59 @@ func TestShutdownIsOrderedIdempotentAndReleasesPorts(t *testing.T) {
 	startBridge(t, cfg)
 }
 
+// stuckOnClose is a mochi hook whose OnStopped blocks until released: a
+// broker that will not finish closing.
+type stuckOnClose struct {
+	mqtt.HookBase
+	release chan struct{}
+}
+
+func (h *stuckOnClose) ID() string           { return "test-stuck-on-close" }
+func (h *stuckOnClose) Provides(b byte) bool { return b == mqtt.OnStopped }
+func (h *stuckOnClose) OnStopped()           { <-h.release }
+
+func TestShutdownGivesUpOnAStuckStepAtShutdownTimeout(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ShutdownTimeout = 300 * time.Millisecond
+	b, err := New(cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := &stuckOnClose{release: make(chan struct{})}
+	t.Cleanup(func() { close(stuck.release) })
+	if err := b.Broker().AddHook(stuck); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := b.HTTPAddr()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	if code, _ := get(t, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d", code)
+	}
+	start := time.Now()
+	cancel()
+	const slack = 5 * time.Second // generous for -race on a loaded machine; the stuck step would hold it forever
+	select {
+	case err = <-done:
+	case <-time.After(cfg.ShutdownTimeout + slack):
+		t.Fatalf("Run still shutting down %v after the signal, with shutdown_timeout %v", time.Since(start), cfg.ShutdownTimeout)
+	}
+	if took := time.Since(start); took < cfg.ShutdownTimeout {
+		t.Errorf("Run returned after %v, before shutdown_timeout %v, with a step still stuck", took, cfg.ShutdownTimeout)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "broker: gave up waiting") {
+		t.Fatalf("Run: %v, want the broker step named as cut off at the deadline", err)
+	}
+	// The steps before the stuck one ran: the HTTP port is released.
+	ln, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		t.Fatalf("HTTP port still held after shutdown: %v", err)
+	}
+	ln.Close()
+}
+
 func TestNewFailsCleanlyWhenAPortIsTaken(t *testing.T) {
 	first := startBridge(t, testConfig(t))
 	cfg := testConfig(t)
@@ -148,4 +259,127 @@ func TestNewFailsCleanlyWhenAPortIsTaken(t *testing.T) {
 
 func busMessage(topic string) bus.Message {
 	return bus.Message{Topic: topic, Payload: []byte("x"), QoS: 1}
+}
+
+// brokerOnlyConfig is cmd/broker's config as a file gives it: MQTT and HTTP
+// on loopback ports chosen by the kernel, plus extra top-level YAML.
+func brokerOnlyConfig(t *testing.T, extra string) config.Config {
+	t.Helper()
+	cfg := config.Default()
+	doc := "http: {address: '127.0.0.1:0'}\nbroker:\n  listeners: [{name: mqtt, address: '127.0.0.1:0'}]\n" + extra
+	if err := config.Parse([]byte(doc), &cfg, config.Options{LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestBrokerOnlyServesHealthReadinessAndMetrics(t *testing.T) {
+	s, err := NewBrokerOnly(brokerOnlyConfig(t, ""), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	httpAtBrokerClose := probeHTTPAtBrokerClose(t, s.Broker(), s.HTTPAddr())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	base := "http://" + s.HTTPAddr()
+
+	if code, body := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	if code, body := get(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"broker":"ok"`) {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	sub := testkit.Connect(t, "tcp://"+s.Broker().Addr("mqtt"), testkit.ClientOptions{})
+	ch := sub.Subscribe("#", 1)
+	if err := s.Broker().Publish(context.Background(), busMessage("test/metrics")); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Next(t, ch)
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{
+		"firehose_broker_clients_connected 1",
+		"firehose_broker_messages_sent_total 1",
+		`firehose_broker_messages_dropped_total{reason="slow_subscriber"} 0`,
+		`firehose_http_requests_total{code="200",route="GET /healthz"} 1`,
+		"go_goroutines ",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	select {
+	case accepting := <-httpAtBrokerClose:
+		if accepting {
+			t.Fatal("the HTTP listener still accepted connections when the broker closed")
+		}
+	default:
+		t.Fatal("the broker was not closed by Run")
+	}
+}
+
+func TestBrokerOnlyHTTPAddress(t *testing.T) {
+	if DefaultBrokerHTTPAddress == httpserver.DefaultConfig().Address {
+		t.Fatalf("cmd/broker's default HTTP address %s is the bridge's", DefaultBrokerHTTPAddress)
+	}
+	noFile := config.Default()
+	if got := brokerHTTPConfig(&noFile).Address; got != DefaultBrokerHTTPAddress {
+		t.Errorf("no config: %s, want %s", got, DefaultBrokerHTTPAddress)
+	}
+	other := config.Default()
+	if err := config.Parse([]byte("http: {read_timeout: 5s}\n"), &other, config.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := brokerHTTPConfig(&other); got.Address != DefaultBrokerHTTPAddress || got.ReadTimeout != 5*time.Second {
+		t.Errorf("http without address: %+v, want %s and the file's read_timeout", got, DefaultBrokerHTTPAddress)
+	}
+	given := brokerOnlyConfig(t, "")
+	if got := brokerHTTPConfig(&given).Address; got != "127.0.0.1:0" {
+		t.Errorf("http.address given: %s, want 127.0.0.1:0", got)
+	}
+}
+
+func TestBrokerOnlyRefusesExternalMode(t *testing.T) {
+	cfg := brokerOnlyConfig(t, "")
+	cfg.Broker.Mode = broker.ModeExternal
+	cfg.Broker.External = &broker.External{URL: "tcp://127.0.0.1:1", ClientID: "x", ShareGroup: "firehose", ConfirmTimeout: time.Second}
+	s, err := NewBrokerOnly(cfg, zerolog.Nop())
+	if err == nil {
+		_ = s.Shutdown(context.Background())
+		t.Fatal("cmd/broker accepted broker.mode external")
+	}
+	if !strings.Contains(err.Error(), "broker.mode") {
+		t.Fatalf("err = %v, want one naming broker.mode", err)
+	}
+}
+
+func TestBrokerOnlyWarnsAboutBridgeOnlySettings(t *testing.T) {
+	for _, tt := range []struct {
+		extra, want string
+	}{
+		{"", ""},
+		{"routes: []\nchef: {enabled: false}\ndata_dir: " + t.TempDir() + "\n", `"ignored":["routes","data_dir","chef"]`},
+	} {
+		var logs bytes.Buffer
+		s, err := NewBrokerOnly(brokerOnlyConfig(t, tt.extra), zerolog.New(&logs).Level(zerolog.WarnLevel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := logs.String()
+		switch {
+		case tt.want == "" && strings.Contains(got, "ignored"):
+			t.Errorf("a broker-only config warned: %s", got)
+		case tt.want != "" && (!strings.Contains(got, tt.want) || !strings.Contains(got, `"level":"warn"`)):
+			t.Errorf("config with %q logged %s, want a warning with %s", tt.extra, got, tt.want)
+		}
+	}
 }

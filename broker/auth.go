@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"sync"
-	"sync/atomic"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -16,8 +15,8 @@ import (
 	"github.com/opsfirehose/firehose/topics"
 )
 
-// accessPolicy decides who may connect, publish and subscribe. It is immutable;
-// replacing the users swaps in a new policy.
+// accessPolicy decides who may connect, publish and subscribe. It is fixed
+// when the broker is made: changing users takes a restart.
 type accessPolicy struct {
 	allowAnonymous bool
 	users          map[string]*account
@@ -86,11 +85,11 @@ type authHook struct {
 	metrics *metrics
 	server  *mqtt.Server
 
-	policy atomic.Pointer[accessPolicy]
+	policy *accessPolicy
 
 	// verified caches a digest of the last password that passed bcrypt per
 	// user, so a reconnect storm does not cost a bcrypt each. It is keyed by
-	// the account pointer, so replacing the users empties it in effect.
+	// the account pointer.
 	verifiedMu sync.Mutex
 	verified   map[*account][32]byte
 	salt       [16]byte
@@ -101,7 +100,7 @@ type authHook struct {
 func newAuthHook(log zerolog.Logger, m *metrics, policy *accessPolicy) *authHook {
 	h := &authHook{log: log, metrics: m, verified: map[*account][32]byte{}}
 	_, _ = rand.Read(h.salt[:])
-	h.policy.Store(policy)
+	h.policy = policy
 	return h
 }
 
@@ -111,14 +110,6 @@ func (h *authHook) ID() string { return "firehose-auth" }
 // Provides lists the events the hook handles.
 func (h *authHook) Provides(b byte) bool {
 	return bytes.IndexByte([]byte{mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPacketRead}, b) >= 0
-}
-
-// setUsers replaces the accounts, for example after users_file changed.
-func (h *authHook) setUsers(allowAnonymous bool, users []User) {
-	h.policy.Store(newAccessPolicy(allowAnonymous, users))
-	h.verifiedMu.Lock()
-	clear(h.verified)
-	h.verifiedMu.Unlock()
 }
 
 // OnConnect refuses the client id that mochi reserves for the inline client:
@@ -135,7 +126,7 @@ func (h *authHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 // OnConnectAuthenticate admits anonymous clients (when allowed) and users whose
 // password matches their bcrypt hash.
 func (h *authHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
-	p := h.policy.Load()
+	p := h.policy
 	username := string(pk.Connect.Username)
 	if username == "" && len(pk.Connect.Password) == 0 {
 		if !p.allowAnonymous {
@@ -183,7 +174,7 @@ func (h *authHook) checkPassword(acct *account, password []byte) bool {
 // OnACLCheck is asked before a client publishes (write) and both when it
 // subscribes and before each delivery to it (read).
 func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
-	acct := h.policy.Load().users[string(cl.Properties.Username)]
+	acct := h.policy.users[string(cl.Properties.Username)]
 	if write {
 		if acct.mayPublish(topic) {
 			return true
@@ -203,7 +194,7 @@ func (h *authHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Pac
 	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos != 0 || pk.TopicName == "" {
 		return pk, nil
 	}
-	acct := h.policy.Load().users[string(cl.Properties.Username)]
+	acct := h.policy.users[string(cl.Properties.Username)]
 	if acct.mayPublish(pk.TopicName) {
 		return pk, nil
 	}

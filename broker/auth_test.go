@@ -69,25 +69,6 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
-func TestPasswordCacheForgetsReplacedUsers(t *testing.T) {
-	h, server := newTestAuthHook(t, true, []User{{Username: "a", PasswordHash: hash(t, "old")}})
-	cl := server.NewClient(nil, "t", "c", false)
-	connect := func(pw string) bool {
-		return h.OnConnectAuthenticate(cl, packets.Packet{Connect: packets.ConnectParams{
-			Username: []byte("a"), UsernameFlag: true, Password: []byte(pw), PasswordFlag: true}})
-	}
-	if !connect("old") {
-		t.Fatal("old password refused before the change")
-	}
-	h.setUsers(true, []User{{Username: "a", PasswordHash: hash(t, "new")}})
-	if connect("old") {
-		t.Fatal("old password still accepted after the user's hash changed")
-	}
-	if !connect("new") {
-		t.Fatal("new password refused")
-	}
-}
-
 func TestACL(t *testing.T) {
 	users := []User{
 		{Username: "ansible", PasswordHash: hash(t, "x"), Publish: []string{"ansible/#"}},

@@ -196,13 +196,6 @@ func (b *Broker) Disconnect(cl *mqtt.Client, code packets.Code) error {
 	return b.server.DisconnectClient(cl, code)
 }
 
-// SetUsers replaces the accounts and ACLs without dropping connections.
-// Clients already connected keep their connection; their ACL checks use the
-// new accounts from the next packet on.
-func (b *Broker) SetUsers(allowAnonymous bool, users []User) {
-	b.auth.setUsers(allowAnonymous, users)
-}
-
 // Publish publishes through the inline client. mochi hands each message to
 // every matching subscriber's queue before InjectPacket returns, so a nil error
 // means the broker has the message. Topics are checked here because mochi

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/opsfirehose/firehose/adapters/ansible"
 	"github.com/opsfirehose/firehose/adapters/chef"
@@ -52,7 +55,15 @@ type Config struct {
 	Subunit   subunit.Config   `yaml:"subunit"`
 	// ConfigDB is the Fuel/tuning-box config API and its store.
 	ConfigDB configdbapi.Config `yaml:"configdb"`
+
+	// given holds the keys the file wrote, for Given.
+	given map[string]bool
 }
+
+// Given reports whether the config file wrote key, a top-level key ("routes")
+// or one a level below ("http.address"), rather than leaving its default.
+// Merge keys and aliases count. With no file, nothing is given.
+func (c *Config) Given(key string) bool { return c.given[key] }
 
 // Runtime tunes Go's garbage collector for a message bus, which allocates a
 // copy of every message per subscriber and so spends much of its CPU in the
@@ -159,10 +170,15 @@ func (c *Config) Validate() error {
 type Options struct {
 	LookupEnv func(string) (string, bool)
 	ReadFile  func(string) ([]byte, error)
+	// Dir is the directory a relative broker.users_file is resolved
+	// against; Load sets it to the config file's own directory. Empty means
+	// the working directory.
+	Dir string
 }
 
 // Load reads the file at path over the defaults. An empty path means no file:
-// the defaults. Every problem in the file is reported at once, each naming its key.
+// the defaults. Every problem in the file is reported at once, each naming its
+// key. A relative broker.users_file is taken from the file's directory.
 func Load(path string, opts Options) (*Config, error) {
 	cfg := Default()
 	if path == "" {
@@ -176,6 +192,9 @@ func Load(path string, opts Options) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if opts.Dir == "" {
+		opts.Dir = filepath.Dir(path)
+	}
 	if err := Parse(data, &cfg, opts); err != nil {
 		return nil, fmt.Errorf("config %s:\n%w", path, err)
 	}
@@ -183,11 +202,16 @@ func Load(path string, opts Options) (*Config, error) {
 }
 
 // Parse decodes YAML over cfg, which holds the defaults, then loads the
-// broker's users_file. It reports every problem at once.
+// broker's users_file, a relative path being taken from opts.Dir. It reports
+// every problem at once.
 func Parse(data []byte, cfg *Config, opts Options) error {
 	sopts := strictyaml.Options{LookupEnv: opts.LookupEnv, ReadFile: opts.ReadFile}
 	err := strictyaml.Decode(data, cfg, sopts)
+	cfg.given = givenKeys(data)
 	if cfg.Broker.UsersFile != "" {
+		if !filepath.IsAbs(cfg.Broker.UsersFile) && opts.Dir != "" {
+			cfg.Broker.UsersFile = filepath.Join(opts.Dir, cfg.Broker.UsersFile)
+		}
 		users, uerr := LoadUsersFile(cfg.Broker.UsersFile, sopts)
 		if uerr == nil {
 			uerr = checkNoOverlap(cfg.Broker.Users, users)
@@ -243,4 +267,56 @@ func reroot(key string, err error) error {
 		return nil
 	}
 	return &strictyaml.KeyError{Key: key, Err: err}
+}
+
+// givenKeys lists the keys a config file writes: each top-level key and each
+// key one level below it ("http" and "http.address"). It only looks at keys,
+// so a file that does not parse gives nothing; strictyaml reports why.
+func givenKeys(data []byte) map[string]bool {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	keys := map[string]bool{}
+	for key, value := range mappingKeys(doc.Content[0], 0) {
+		keys[key] = true
+		for sub := range mappingKeys(value, 0) {
+			keys[key+"."+sub] = true
+		}
+	}
+	return keys
+}
+
+// mappingKeys returns the keys of a mapping node and their values, with the
+// keys of merged mappings (<<: *anchor) included. depth bounds merges of
+// merges.
+func mappingKeys(n *yaml.Node, depth int) map[string]*yaml.Node {
+	keys := map[string]*yaml.Node{}
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 8; i++ {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode || depth > 8 {
+		return keys
+	}
+	var merged []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Tag == "!!merge" {
+			if v.Kind == yaml.SequenceNode {
+				merged = append(merged, v.Content...)
+			} else {
+				merged = append(merged, v)
+			}
+			continue
+		}
+		keys[k.Value] = v
+	}
+	for _, m := range merged {
+		for k, v := range mappingKeys(m, depth+1) {
+			if _, ok := keys[k]; !ok {
+				keys[k] = v
+			}
+		}
+	}
+	return keys
 }

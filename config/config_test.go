@@ -246,3 +246,60 @@ broker:
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestRelativeUsersFileIsTakenFromTheConfigsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "users.yaml"), []byte("users:\n  - {username: gerrit, password_hash: \""+testHash+"\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "firehose.yaml")
+	if err := os.WriteFile(path, []byte("broker:\n  users_file: users.yaml\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The working directory (this package's) holds no users.yaml.
+	cfg, err := Load(path, Options{LookupEnv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Broker.Users) != 1 || cfg.Broker.Users[0].Username != "gerrit" {
+		t.Fatalf("users = %+v", cfg.Broker.Users)
+	}
+	if want := filepath.Join(dir, "users.yaml"); cfg.Broker.UsersFile != want {
+		t.Errorf("users_file = %q, want %q", cfg.Broker.UsersFile, want)
+	}
+
+	// A missing one is reported with the path that was tried.
+	missing := filepath.Join(dir, "nobody.yaml")
+	if err := os.WriteFile(path, []byte("broker:\n  users_file: nobody.yaml\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, Options{LookupEnv: env(nil)}); err == nil || !strings.Contains(err.Error(), "broker.users_file: open "+missing) {
+		t.Fatalf("err = %v, want one naming broker.users_file and %s", err, missing)
+	}
+}
+
+func TestGiven(t *testing.T) {
+	cfg := Default()
+	err := Parse([]byte(`
+http:
+  address: "127.0.0.1:0"
+chef:
+  <<: {enabled: false}
+routes: []
+`), &cfg, Options{LookupEnv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{
+		"http": true, "http.address": true, "http.tokens": false,
+		"chef": true, "chef.enabled": true, "routes": true,
+		"sinks": false, "broker": false, "data_dir": false,
+	} {
+		if got := cfg.Given(key); got != want {
+			t.Errorf("Given(%q) = %v, want %v", key, got, want)
+		}
+	}
+	if def := Default(); def.Given("http.address") {
+		t.Error("the defaults claim http.address was given")
+	}
+}

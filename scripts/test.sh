@@ -27,23 +27,37 @@ present() {
   esac
 }
 
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+
 missing=()
 for what in "${!packages[@]}"; do
   present "$what" || missing+=("${packages[$what]}")
 done
+installed_mosquitto=false
 if [ "${#missing[@]}" -gt 0 ]; then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   echo "==> installing ${missing[*]}"
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  for p in "${missing[@]}"; do
+    if [ "$p" = mosquitto ]; then installed_mosquitto=true; fi
+  done
 fi
 
-# A mosquitto service started by the package would hold port 1883, which the
-# README test needs; tests start their own mosquitto on free ports.
-if [ "${CI:-}" = "true" ] && command -v service >/dev/null 2>&1; then
+# Debian's mosquitto package starts a mosquitto service on port 1883, which
+# the README test needs, and which `go run ./cmd/bridge` needs afterwards;
+# tests start their own mosquitto on free ports. When this script installed
+# the package, it stops the service and keeps it from starting at boot. In CI
+# it stops a running service whoever installed it.
+if [ "$installed_mosquitto" = true ]; then
+  $sudo service mosquitto stop >/dev/null 2>&1 || true
+  if [ -d /run/systemd/system ]; then
+    $sudo systemctl disable --now mosquitto >/dev/null 2>&1 || true
+  fi
+  echo "==> stopped and disabled the mosquitto service the package started (it held port 1883); the tests start their own"
+elif [ "${CI:-}" = "true" ] && command -v service >/dev/null 2>&1; then
   service mosquitto stop >/dev/null 2>&1 || true
 fi
 

@@ -74,11 +74,16 @@ func mosquittoConfig(port, pwFile, aclFile string) string {
 	return b.String()
 }
 
-// oursConfig renders cmd/broker's YAML config. Only log, broker.listeners
-// and broker.users are relied on; adjust here if cmd/broker's schema moves.
+// oursConfig renders cmd/broker's YAML config. Only log, http.address,
+// broker.listeners and broker.users are relied on; adjust here if
+// cmd/broker's schema moves. Its HTTP listener (health and metrics) goes on
+// a port the kernel chooses, so that it never clashes with a broker already
+// running on its default 127.0.0.1:9883.
 func oursConfig(addr, user, passwordHash string) string {
 	return fmt.Sprintf(`log:
   level: warn
+http:
+  address: "127.0.0.1:0"
 broker:
   listeners:
     - name: mqtt
