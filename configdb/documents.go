@@ -90,6 +90,24 @@ func (t *txn) resolve(a Address) (resolved, error) {
 	return r, nil
 }
 
+// LevelWithoutValue answers a document path whose last level, name, comes
+// without its value, as in .../lvl1/v1/lvl2/resources/...: it always returns
+// a NotFound error. That is resolve's error, naming the expected level, when
+// the environment, the resource or the level names are wrong, and otherwise
+// one naming the level that lacks its value.
+func (s *Store) LevelWithoutValue(ctx context.Context, a Address, name string) error {
+	err := s.read(ctx, func(t *txn) error {
+		full := a
+		full.Levels = append(append([]topics.LevelValue(nil), a.Levels...), topics.LevelValue{Name: name})
+		_, err := t.resolve(full)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return errorf(NotFound, "Level %s has no value in the path. Give it as %s/<value>/ before resources/.", pyString(name), name)
+}
+
 // resource finds a resource definition of the environment's components by id
 // (all digits) or by name.
 func (t *txn) resource(env int64, res string) (int64, string, error) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 )
@@ -253,7 +254,10 @@ func (s *Store) UpdateEnvironment(ctx context.Context, author string, id int64, 
 }
 
 // replaceLevels re-orders and re-uses levels by name, creates new ones and
-// deletes the dropped ones with every document stored under them.
+// deletes the dropped ones. A document is reachable only while its level path
+// is a prefix of the environment's levels, in order, so when a level is
+// dropped or a kept one moves, the documents whose path no longer is such a
+// prefix are deleted with their versions (pruneDocuments).
 func (t *txn) replaceLevels(env int64, names []string) error {
 	old, err := t.levels(env)
 	if err != nil {
@@ -263,50 +267,66 @@ func (t *txn) replaceLevels(env int64, names []string) error {
 	for i, n := range names {
 		want[n] = i
 	}
-	dropped := map[int64]bool{}
-	for _, l := range old {
-		if _, ok := want[l.name]; !ok {
-			dropped[l.id] = true
+	kept := map[string]bool{}
+	moved := false
+	for i, l := range old {
+		pos, ok := want[l.name]
+		if !ok {
+			// Its level values go with it (ON DELETE CASCADE).
+			if _, err := t.exec(`DELETE FROM hierarchy_levels WHERE id = ?`, l.id); err != nil {
+				return err
+			}
+			moved = true
+			continue
 		}
-	}
-	if len(dropped) > 0 {
-		if err := t.deleteDocumentsUnder(env, dropped); err != nil {
+		kept[l.name] = true
+		moved = moved || pos != i
+		if _, err := t.exec(`UPDATE hierarchy_levels SET position = ? WHERE id = ?`, pos, l.id); err != nil {
 			return err
-		}
-		for id := range dropped {
-			if _, err := t.exec(`DELETE FROM hierarchy_levels WHERE id = ?`, id); err != nil {
-				return err
-			}
-		}
-	}
-	existing := map[string]bool{}
-	for _, l := range old {
-		if pos, ok := want[l.name]; ok {
-			existing[l.name] = true
-			if _, err := t.exec(`UPDATE hierarchy_levels SET position = ? WHERE id = ?`, pos, l.id); err != nil {
-				return err
-			}
 		}
 	}
 	for i, n := range names {
-		if existing[n] {
+		if kept[n] {
 			continue
 		}
 		if _, err := t.exec(`INSERT INTO hierarchy_levels (environment_id, name, position) VALUES (?, ?, ?)`, env, n, i); err != nil {
 			return err
 		}
 	}
-	return nil
+	if !moved {
+		// Every kept level has its old place: every stored path is still a
+		// prefix (a new level can only come after them).
+		return nil
+	}
+	levels, err := t.levels(env)
+	if err != nil {
+		return err
+	}
+	ids := make([]int64, len(levels))
+	for i, l := range levels {
+		ids[i] = l.id
+	}
+	return t.pruneDocuments(env, ids)
 }
 
-// deleteDocumentsUnder deletes the documents whose level path goes through
-// one of the given levels.
-func (t *txn) deleteDocumentsUnder(env int64, levels map[int64]bool) error {
+// levelValue is one value of one level, as level_values holds it.
+type levelValue struct {
+	level int64
+	value string
+}
+
+// pruneDocuments deletes the environment's documents whose level path is not
+// a prefix of levels (its level ids, least specific first), with their
+// versions (ON DELETE CASCADE), and then the level values that only those
+// documents were written under.
+func (t *txn) pruneDocuments(env int64, levels []int64) error {
 	rows, err := t.query(`SELECT id, level_path FROM documents WHERE environment_id = ?`, env)
 	if err != nil {
 		return err
 	}
 	var doomed []any
+	orphans := map[levelValue]bool{} // values of doomed documents
+	alive := map[levelValue]bool{}   // values of kept documents
 	for rows.Next() {
 		var id int64
 		var path string
@@ -314,17 +334,22 @@ func (t *txn) deleteDocumentsUnder(env int64, levels map[int64]bool) error {
 			rows.Close()
 			return err
 		}
-		var pairs [][2]json.RawMessage
-		if err := json.Unmarshal([]byte(path), &pairs); err != nil {
+		pairs, err := parseLevelPath(path)
+		if err != nil {
 			rows.Close()
-			return err
+			return fmt.Errorf("document %d: %w", id, err)
+		}
+		valid := len(pairs) <= len(levels)
+		for i := 0; valid && i < len(pairs); i++ {
+			valid = pairs[i].level == levels[i]
+		}
+		seen := alive
+		if !valid {
+			doomed = append(doomed, id)
+			seen = orphans
 		}
 		for _, p := range pairs {
-			level, _ := strconv.ParseInt(string(p[0]), 10, 64)
-			if levels[level] {
-				doomed = append(doomed, id)
-				break
-			}
+			seen[p] = true
 		}
 	}
 	rows.Close()
@@ -338,7 +363,34 @@ func (t *txn) deleteDocumentsUnder(env int64, levels map[int64]bool) error {
 		}
 		doomed = doomed[n:]
 	}
+	for lv := range orphans {
+		if alive[lv] {
+			continue
+		}
+		// A dropped level's values are gone already; this then deletes nothing.
+		if _, err := t.exec(`DELETE FROM level_values WHERE level_id = ? AND value = ?`, lv.level, lv.value); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// parseLevelPath reads a documents.level_path, [[level id, "value"], ...].
+func parseLevelPath(path string) ([]levelValue, error) {
+	var raw [][2]json.RawMessage
+	if err := json.Unmarshal([]byte(path), &raw); err != nil {
+		return nil, fmt.Errorf("bad level path %s: %w", path, err)
+	}
+	out := make([]levelValue, len(raw))
+	for i, p := range raw {
+		if err := json.Unmarshal(p[0], &out[i].level); err != nil {
+			return nil, fmt.Errorf("bad level id in level path %s: %w", path, err)
+		}
+		if err := json.Unmarshal(p[1], &out[i].value); err != nil {
+			return nil, fmt.Errorf("bad level value in level path %s: %w", path, err)
+		}
+	}
+	return out, nil
 }
 
 // DeleteEnvironment deletes an environment with everything stored in it.

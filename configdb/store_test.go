@@ -2,7 +2,9 @@ package configdb_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -318,6 +320,96 @@ func TestCacheInvalidatedOnWrite(t *testing.T) {
 		}
 		if _, err := s.Effective(ctx, addr("astute", "nodes", "n")); configdb.KindOf(err) != configdb.NotFound {
 			t.Fatalf("after deleting the environment: %v", err)
+		}
+	})
+}
+
+// rowCount counts a table's rows through a connection of its own, to see
+// what the store keeps beyond what its API shows.
+func rowCount(t *testing.T, dsn, table string) int {
+	t.Helper()
+	driver := "sqlite"
+	if configdb.IsPostgres(dsn) {
+		driver = "pgx"
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestReorderedLevelsPruneDocuments: after a PUT of hierarchy_levels, the
+// documents whose level path is no longer a prefix of the levels, in their
+// new order, are deleted with every version, and so are the level values
+// only they were stored under; the others are untouched.
+func TestReorderedLevelsPruneDocuments(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		ctx := context.Background()
+		fixture(t, s) // levels rack, nodes
+		put(t, s, addr("astute"), configdb.Values, `{"root":1}`)
+		put(t, s, addr("astute", "rack", "r1"), configdb.Values, `{"rack":1}`)
+		put(t, s, addr("astute", "rack", "r1"), configdb.Values, `{"rack":2}`)
+		put(t, s, addr("astute", "rack", "r1", "nodes", "n1"), configdb.Overrides, `{"node":1}`)
+		put(t, s, addr("astute", "rack", "r2", "nodes", "n2"), configdb.Values, `{"node":2}`)
+		if n := rowCount(t, dsn, "document_versions"); n != 5 {
+			t.Fatalf("%d versions before", n)
+		}
+		setLevels := func(names ...string) {
+			t.Helper()
+			if err := s.UpdateEnvironment(ctx, "t", 1, configdb.EnvironmentUpdate{HierarchyLevels: &names}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		values := func() map[string][]string {
+			t.Helper()
+			levels, err := s.ListLevels(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string][]string{}
+			for _, l := range levels {
+				out[l.Name] = l.Values
+			}
+			return out
+		}
+
+		// A new level appended: every path is still a prefix.
+		setLevels("rack", "nodes", "az")
+		if n := rowCount(t, dsn, "documents"); n != 4 {
+			t.Fatalf("%d documents after appending a level", n)
+		}
+		// A level inserted in between: the two-level paths are gone, with
+		// their versions, and so is r2, which only they were stored under.
+		setLevels("rack", "row", "nodes")
+		if got := values(); !reflect.DeepEqual(got, map[string][]string{"rack": {"r1"}, "row": {}, "nodes": {}}) {
+			t.Fatalf("level values after inserting a level: %v", got)
+		}
+		if n := rowCount(t, dsn, "document_versions"); n != 3 {
+			t.Fatalf("%d versions after inserting a level, want the root's and r1's 3", n)
+		}
+		// Swapped: only the root stays.
+		setLevels("nodes", "rack")
+		if got := values(); !reflect.DeepEqual(got, map[string][]string{"rack": {}, "nodes": {}}) {
+			t.Fatalf("level values after swapping: %v", got)
+		}
+		if d, v := rowCount(t, dsn, "documents"), rowCount(t, dsn, "document_versions"); d != 1 || v != 1 {
+			t.Fatalf("%d documents, %d versions after swapping; want the root's 1 and 1", d, v)
+		}
+		// Back to the first order: what was deleted stays deleted.
+		setLevels("rack", "nodes")
+		if got := effective(t, s, addr("astute", "rack", "r1", "nodes", "n1"), false); got != `{"root":1}` {
+			t.Fatal(got)
+		}
+		h, err := s.History(ctx, addr("astute", "rack", "r1"), "")
+		if err != nil || len(h) != 0 {
+			t.Fatalf("history of a deleted document: %v %v", h, err)
 		}
 	})
 }

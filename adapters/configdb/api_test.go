@@ -177,6 +177,81 @@ func TestHierarchyLevelsReplace(t *testing.T) {
 	})
 }
 
+// TestHierarchyLevelsReorder: after a PUT that re-orders the levels, the
+// documents whose level path is no longer a prefix of the new order are
+// deleted, as dropped levels' are, with their history; the level values only
+// they were stored under go too. The change publishes what dropping a level
+// does: the environment's update, nothing per document.
+func TestHierarchyLevelsReorder(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, serverOptions{})
+		s.fixture()
+		s.must(204, "PUT", "/environments/9/resources/5/values", map[string]any{"root": 1})
+		s.must(204, "PUT", "/environments/9/lvl1/a/resources/5/values", map[string]any{"l1": 1})
+		s.must(204, "PUT", "/environments/9/lvl1/a/lvl2/b/resources/5/overrides", map[string]any{"l2": 1})
+		levelValues := func() map[string]any {
+			out := map[string]any{}
+			for _, l := range s.must(200, "GET", "/environments/9/hierarchy_levels", nil).json(t).([]any) {
+				l := l.(map[string]any)
+				out[l["name"].(string)] = l["values"]
+			}
+			return out
+		}
+		if got := levelValues(); !reflect.DeepEqual(got, map[string]any{"lvl1": []any{"a"}, "lvl2": []any{"b"}}) {
+			t.Fatal(got)
+		}
+
+		all := s.bus.Subscribe(t, "configdb/#")
+		s.must(204, "PUT", "/environments/9", map[string]any{"hierarchy_levels": []any{"lvl2", "lvl1"}})
+		if got := topicsOf(s.bus.Collect(t, all, "configdb/barrier")); !reflect.DeepEqual(got, []string{"configdb/9/environment/updated"}) {
+			t.Fatalf("events of the re-order: %v", got)
+		}
+		// Nothing stored under lvl1 or lvl2 is reachable, nor listed.
+		if got := levelValues(); !reflect.DeepEqual(got, map[string]any{"lvl1": []any{}, "lvl2": []any{}}) {
+			t.Fatalf("level values after the re-order: %v", got)
+		}
+		equalJSON(t, s.must(200, "GET", "/environments/9/lvl2/b/lvl1/a/resources/5/values?effective", nil), `{"root":1}`)
+
+		// Back to the old order: the documents are gone, history and all.
+		s.must(204, "PUT", "/environments/9", map[string]any{"hierarchy_levels": []any{"lvl1", "lvl2"}})
+		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/a/resources/5/values", nil), `{}`)
+		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/a/lvl2/b/resources/5/overrides", nil), `{}`)
+		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/a/lvl2/b/resources/5/history", nil), `[]`)
+		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/a/lvl2/b/resources/5/values?effective", nil), `{"root":1}`)
+		equalJSON(t, s.must(200, "GET", "/environments/9/resources/5/values", nil), `{"root":1}`)
+	})
+}
+
+// TestLevelWithoutValue: a level name with no value in the path is a 404
+// naming that level, or the expected one when the name is wrong, not a
+// generic "no such endpoint".
+func TestLevelWithoutValue(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, serverOptions{})
+		s.fixture()
+		s.must(204, "PUT", "/environments/9/lvl1/a/resources/5/values", map[string]any{"k": 1})
+		tests := []struct{ method, path, msg string }{
+			{"GET", "/environments/9/lvl1/resources/5/values", "Level 'lvl1' has no value in the path. Give it as lvl1/<value>/ before resources/."},
+			{"GET", "/environments/9/lvl1/a/lvl2/resources/5/values?effective", "Level 'lvl2' has no value in the path. Give it as lvl2/<value>/ before resources/."},
+			{"PUT", "/environments/9/lvl1/resources/resdef1/overrides", "Level 'lvl1' has no value in the path. Give it as lvl1/<value>/ before resources/."},
+			{"PATCH", "/environments/9/lvl1/a/lvl2/resources/5/values/keys/set", "Level 'lvl2' has no value in the path. Give it as lvl2/<value>/ before resources/."},
+			{"GET", "/environments/9/lvl1/a/lvl2/resources/5/history", "Level 'lvl2' has no value in the path. Give it as lvl2/<value>/ before resources/."},
+			{"GET", "/environments/9/lvl2/resources/5/values", "Unexpected level name 'lvl2'. Expected 'lvl1'."},
+			{"GET", "/environments/9/lvl1/a/lvl2/b/lvl3/resources/5/values", "Levels ['lvl1', 'lvl2', 'lvl3'] can't be matched with environment 9 levels: ['lvl1', 'lvl2']"},
+			{"GET", "/environments/8/lvl1/resources/5/values", "environment not found by identifier: 8"},
+			{"GET", "/environments/9/lvl1/resources/99/values", "resource_definition not found by 99 in environment 9"},
+		}
+		for _, tt := range tests {
+			if msg := s.must(404, tt.method, tt.path, map[string]any{}).msg(t); msg != tt.msg {
+				t.Errorf("%s %s: %q, want %q", tt.method, tt.path, msg, tt.msg)
+			}
+		}
+		// Nothing was written.
+		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/a/resources/5/values", nil), `{"k":1}`)
+		equalJSON(t, s.must(200, "GET", "/environments/9/resources/5/overrides", nil), `{}`)
+	})
+}
+
 func TestHierarchyLevels(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := startServer(t, dsn, serverOptions{})

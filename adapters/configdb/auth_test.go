@@ -23,7 +23,11 @@ func bcryptHash(t *testing.T, password string) string {
 }
 
 func TestStaticTokensAndBasicAuth(t *testing.T) {
-	s := startServer(t, dbtestSQLite(t), serverOptions{cfg: func(c *Config) {
+	eachDB(t, testStaticTokensAndBasicAuth)
+}
+
+func testStaticTokensAndBasicAuth(t *testing.T, dsn string) {
+	s := startServer(t, dsn, serverOptions{cfg: func(c *Config) {
 		c.Auth.Tokens = []Token{{Name: "puppet", Token: "r-token", Role: RoleReader}, {Name: "deployer", Token: "w-token", Role: RoleWriter}}
 		c.Auth.Users = []User{{Username: "alice", PasswordHash: bcryptHash(t, "secret"), Role: RoleWriter}, {Username: "bob", PasswordHash: bcryptHash(t, "hunter2"), Role: RoleReader}}
 	}})
@@ -104,43 +108,47 @@ func newKeystoneStandIn(t *testing.T, serviceToken string) *keystoneStandIn {
 func TestKeystoneTokens(t *testing.T) {
 	for _, serviceToken := range []string{"", "svc-secret"} {
 		t.Run("service_token="+serviceToken, func(t *testing.T) {
-			ks := newKeystoneStandIn(t, serviceToken)
-			s := startServer(t, dbtestSQLite(t), serverOptions{cfg: func(c *Config) {
-				k := &KeystoneConfig{URL: ks.srv.URL + "/v3/", ServiceToken: serviceToken}
-				k.SetDefaults()
-				c.Auth.Keystone = k
-				c.Auth.Tokens = []Token{{Name: "static", Token: "static-token", Role: RoleWriter}}
-			}})
-			s.must(201, "POST", "/components", map[string]any{"name": "fuel"}, "X-Auth-Token", "ks-admin")
-			s.must(201, "POST", "/components", map[string]any{"name": "static"}, "X-Auth-Token", "static-token")
-			s.must(200, "GET", "/components", nil, "X-Auth-Token", "ks-member")
-			s.must(403, "POST", "/components", map[string]any{"name": "x"}, "X-Auth-Token", "ks-member")
-			s.must(403, "GET", "/components", nil, "X-Auth-Token", "ks-norole")
-			s.must(403, "GET", "/components", nil, "X-Auth-Token", "ks-expired")
-			s.must(403, "GET", "/components", nil, "X-Auth-Token", "ks-unknown")
-			// Valid tokens are cached: asking again does not reach Keystone.
-			before := ks.requests.Load()
-			for range 3 {
-				s.must(200, "GET", "/components", nil, "X-Auth-Token", "ks-member")
-			}
-			if ks.requests.Load() != before {
-				t.Fatalf("%d Keystone requests for cached tokens", ks.requests.Load()-before)
-			}
-			// The author of a change is Keystone's user name.
-			var comps []struct{ Name string }
-			_ = json.Unmarshal(s.must(200, "GET", "/components", nil, "X-Auth-Token", "ks-admin").body, &comps)
-			if len(comps) != 2 {
-				t.Fatal(comps)
-			}
-			// Keystone down: the request may be retried, so 503.
-			ks.srv.Close()
-			r := s.must(503, "GET", "/components", nil, "X-Auth-Token", "ks-other")
-			if r.header.Get("Retry-After") == "" {
-				t.Fatal("503 without Retry-After")
-			}
-			s.must(200, "GET", "/components", nil, "X-Auth-Token", "ks-member") // still cached
+			eachDB(t, func(t *testing.T, dsn string) { testKeystoneTokens(t, dsn, serviceToken) })
 		})
 	}
+}
+
+func testKeystoneTokens(t *testing.T, dsn, serviceToken string) {
+	ks := newKeystoneStandIn(t, serviceToken)
+	s := startServer(t, dsn, serverOptions{cfg: func(c *Config) {
+		k := &KeystoneConfig{URL: ks.srv.URL + "/v3/", ServiceToken: serviceToken}
+		k.SetDefaults()
+		c.Auth.Keystone = k
+		c.Auth.Tokens = []Token{{Name: "static", Token: "static-token", Role: RoleWriter}}
+	}})
+	s.must(201, "POST", "/components", map[string]any{"name": "fuel"}, "X-Auth-Token", "ks-admin")
+	s.must(201, "POST", "/components", map[string]any{"name": "static"}, "X-Auth-Token", "static-token")
+	s.must(200, "GET", "/components", nil, "X-Auth-Token", "ks-member")
+	s.must(403, "POST", "/components", map[string]any{"name": "x"}, "X-Auth-Token", "ks-member")
+	s.must(403, "GET", "/components", nil, "X-Auth-Token", "ks-norole")
+	s.must(403, "GET", "/components", nil, "X-Auth-Token", "ks-expired")
+	s.must(403, "GET", "/components", nil, "X-Auth-Token", "ks-unknown")
+	// Valid tokens are cached: asking again does not reach Keystone.
+	before := ks.requests.Load()
+	for range 3 {
+		s.must(200, "GET", "/components", nil, "X-Auth-Token", "ks-member")
+	}
+	if ks.requests.Load() != before {
+		t.Fatalf("%d Keystone requests for cached tokens", ks.requests.Load()-before)
+	}
+	// The author of a change is Keystone's user name.
+	var comps []struct{ Name string }
+	_ = json.Unmarshal(s.must(200, "GET", "/components", nil, "X-Auth-Token", "ks-admin").body, &comps)
+	if len(comps) != 2 {
+		t.Fatal(comps)
+	}
+	// Keystone down: the request may be retried, so 503.
+	ks.srv.Close()
+	r := s.must(503, "GET", "/components", nil, "X-Auth-Token", "ks-other")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	s.must(200, "GET", "/components", nil, "X-Auth-Token", "ks-member") // still cached
 }
 
 func TestKeystoneCacheExpires(t *testing.T) {
@@ -167,8 +175,12 @@ func TestKeystoneCacheExpires(t *testing.T) {
 // not open: it takes the listener's tokens, each with the writer role, and
 // nothing else. configdb.auth, once set, replaces them.
 func TestSharedTokens(t *testing.T) {
+	eachDB(t, testSharedTokens)
+}
+
+func testSharedTokens(t *testing.T, dsn string) {
 	shared := httpserver.NewTokens([]httpserver.Token{{Name: "ops", Token: "listener-token"}})
-	s := startServer(t, dbtestSQLite(t), serverOptions{shared: shared})
+	s := startServer(t, dsn, serverOptions{shared: shared})
 	s.must(401, "GET", "/components", nil).msg(t)
 	s.must(403, "GET", "/components", nil, "X-Auth-Token", "nope").msg(t)
 	s.must(201, "POST", "/components", map[string]any{"name": "fuel", "resource_definitions": []any{map[string]any{"name": "astute"}}}, "X-Auth-Token", "listener-token")
@@ -182,14 +194,14 @@ func TestSharedTokens(t *testing.T) {
 		t.Fatalf("authors: %+v", hist)
 	}
 
-	own := startServer(t, dbtestSQLite(t), serverOptions{shared: shared, cfg: func(c *Config) {
+	own := startServer(t, freshDSN(t, dsn), serverOptions{shared: shared, cfg: func(c *Config) {
 		c.Auth.Tokens = []Token{{Name: "hiera", Token: "own-token", Role: RoleReader}}
 	}})
 	own.must(403, "GET", "/components", nil, "X-Auth-Token", "listener-token").msg(t)
 	own.must(200, "GET", "/components", nil, "X-Auth-Token", "own-token")
 
 	// Neither: open, as on a loopback listener with no tokens at all.
-	open := startServer(t, dbtestSQLite(t), serverOptions{shared: httpserver.NewTokens(nil)})
+	open := startServer(t, freshDSN(t, dsn), serverOptions{shared: httpserver.NewTokens(nil)})
 	open.must(201, "POST", "/components", map[string]any{"name": "x", "resource_definitions": []any{}})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/configdb"
 	"github.com/opsfirehose/firehose/configdb/dbtest"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testbus"
@@ -190,4 +191,11 @@ func eachDB(t *testing.T, f func(t *testing.T, dsn string)) { dbtest.Each(t, f) 
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-func dbtestSQLite(t *testing.T) string { return dbtest.SQLite(t) }
+// freshDSN returns another empty database of dsn's kind, for a test on both
+// databases that needs more than one server.
+func freshDSN(t *testing.T, dsn string) string {
+	if configdb.IsPostgres(dsn) {
+		return dbtest.Postgres(t)
+	}
+	return dbtest.SQLite(t)
+}

@@ -42,36 +42,102 @@ func parseDocumentRoute(rest string) (d docRoute, ok bool) {
 		if !levelPairs(body[:2*pairs]) || body[2*pairs] != "resources" {
 			continue
 		}
-		tail := body[2*pairs+1:]
-		// The shortest resource name that leaves a valid suffix.
-		for n := 1; n < len(tail); n++ {
-			if tail[0] == "" {
-				break
-			}
-			what, op, ok := routeSuffix(tail[n:])
-			if !ok {
-				continue
-			}
-			res, err := url.PathUnescape(strings.Join(tail[:n], "/"))
-			if err != nil {
-				return d, false
-			}
-			d = docRoute{addr: configdb.Address{Env: env, Resource: res}, what: what, keysOp: op}
-			for i := 0; i < 2*pairs; i += 2 {
-				name, err1 := url.PathUnescape(body[i])
-				value, err2 := url.PathUnescape(body[i+1])
-				if err1 != nil || err2 != nil {
-					return docRoute{}, false
-				}
-				d.addr.Levels = append(d.addr.Levels, topics.LevelValue{Name: name, Value: value})
-			}
-			if what == "history" && op != "" {
-				return docRoute{}, false
-			}
-			return d, true
+		res, what, op, found := resourceTail(body[2*pairs+1:])
+		if !found {
+			continue
 		}
+		if res == "" {
+			return d, false
+		}
+		d = docRoute{addr: configdb.Address{Env: env, Resource: res}, what: what, keysOp: op}
+		var err error
+		if d.addr.Levels, err = levelValues(body[:2*pairs]); err != nil {
+			return docRoute{}, false
+		}
+		return d, true
 	}
 	return d, false
+}
+
+// parseValuelessLevel recognises a document route whose last level has no
+// value, such as environments/9/lvl1/a/lvl2/resources/5/values: an odd
+// number of level segments before "resources", taken greedily as
+// parseDocumentRoute takes pairs. It returns the address of the complete
+// pairs and the name of the level without a value. route tries it only
+// after parseDocumentRoute, so that such paths answer a 404 naming the level
+// rather than "no such endpoint".
+func parseValuelessLevel(rest string) (a configdb.Address, name string, ok bool) {
+	segs := strings.Split(rest, "/")
+	if len(segs) < 6 || segs[0] != "environments" {
+		return a, "", false
+	}
+	env, isID := pathID(segs[1])
+	if !isID {
+		return a, "", false
+	}
+	body := segs[2:]
+	for n := len(body) - 3; n >= 1; n-- {
+		if n%2 == 0 || !levelPairs(body[:n]) || body[n] != "resources" {
+			continue
+		}
+		res, _, _, found := resourceTail(body[n+1:])
+		if !found {
+			continue
+		}
+		if res == "" {
+			return configdb.Address{}, "", false
+		}
+		a = configdb.Address{Env: env, Resource: res}
+		var err error
+		if a.Levels, err = levelValues(body[:n-1]); err != nil {
+			return configdb.Address{}, "", false
+		}
+		if name, err = url.PathUnescape(body[n-1]); err != nil {
+			return configdb.Address{}, "", false
+		}
+		return a, name, true
+	}
+	return a, "", false
+}
+
+// resourceTail splits what follows "resources/" into the (unescaped)
+// resource name, the shortest that leaves a valid suffix, and the suffix.
+// found is false when there is no such split. When there is one but the name
+// does not unescape, or the suffix is history with a keys operation, found
+// is true and res empty: the path is no route, as for werkzeug's rule.
+func resourceTail(tail []string) (res, what, op string, found bool) {
+	for n := 1; n < len(tail); n++ {
+		if tail[0] == "" {
+			break
+		}
+		w, o, ok := routeSuffix(tail[n:])
+		if !ok {
+			continue
+		}
+		name, err := url.PathUnescape(strings.Join(tail[:n], "/"))
+		if err != nil || (w == "history" && o != "") {
+			return "", "", "", true
+		}
+		return name, w, o, true
+	}
+	return "", "", "", false
+}
+
+// levelValues unescapes name/value pairs.
+func levelValues(segs []string) ([]topics.LevelValue, error) {
+	var out []topics.LevelValue
+	for i := 0; i+1 < len(segs); i += 2 {
+		name, err := url.PathUnescape(segs[i])
+		if err != nil {
+			return nil, err
+		}
+		value, err := url.PathUnescape(segs[i+1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, topics.LevelValue{Name: name, Value: value})
+	}
+	return out, nil
 }
 
 // levelPairs reports whether segs are name/value pairs, none empty.
@@ -184,6 +250,10 @@ func (q *request) route() {
 	}
 	if d, ok := parseDocumentRoute(q.rest); ok {
 		q.document(d)
+		return
+	}
+	if a, name, ok := parseValuelessLevel(q.rest); ok {
+		q.fail(q.h.store.LevelWithoutValue(q.r.Context(), a, name))
 		return
 	}
 	q.h.notFound(q.w, q.r)

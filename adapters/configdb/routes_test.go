@@ -58,6 +58,41 @@ func TestParseDocumentRoute(t *testing.T) {
 	}
 }
 
+func TestParseValuelessLevel(t *testing.T) {
+	tests := []struct {
+		path   string
+		ok     bool
+		res    string
+		levels []topics.LevelValue
+		name   string
+	}{
+		{"environments/9/lvl1/resources/5/values", true, "5", nil, "lvl1"},
+		{"environments/9/lvl1/a/lvl2/resources/5/values", true, "5", []topics.LevelValue{{Name: "lvl1", Value: "a"}}, "lvl2"},
+		{"environments/9/lvl1/a/lvl2/resources/override/plugins/overrides/keys/set", true, "override/plugins", []topics.LevelValue{{Name: "lvl1", Value: "a"}}, "lvl2"},
+		{"environments/9/a%2Fb/resources/x/history", true, "x", nil, "a/b"},
+		// Greedy, as parseDocumentRoute: "l/resources/" is a level pair.
+		{"environments/9/l/resources/x/resources/5/values", true, "5", []topics.LevelValue{{Name: "l", Value: "resources"}}, "x"},
+		// Complete pairs, or none, are parseDocumentRoute's.
+		{"environments/9/lvl1/a/resources/5/values", false, "", nil, ""},
+		{"environments/9/resources/5/values", false, "", nil, ""},
+		{"environments/9//resources/5/values", false, "", nil, ""},
+		{"environments/x/lvl1/resources/5/values", false, "", nil, ""},
+		{"environments/9/lvl1/resources/5/history/keys/set", false, "", nil, ""},
+		{"environments/9/lvl1/resources/5", false, "", nil, ""},
+		{"environments/9/%zz/resources/5/values", false, "", nil, ""},
+	}
+	for _, tt := range tests {
+		a, name, ok := parseValuelessLevel(tt.path)
+		if ok != tt.ok {
+			t.Errorf("%s: ok=%v", tt.path, ok)
+			continue
+		}
+		if ok && (a.Env != 9 || a.Resource != tt.res || !reflect.DeepEqual(a.Levels, tt.levels) || name != tt.name) {
+			t.Errorf("%s: %+v %q", tt.path, a, name)
+		}
+	}
+}
+
 // werkzeugRule is tuning-box's route as a regular expression, with its
 // greedy levels and lazy resource name: the reference parseDocumentRoute
 // must agree with. (?s): the name may hold any character, as the path

@@ -70,7 +70,8 @@ const usage = `bridge config manages ConfigDB, the tuning-box compatible config 
 
 Resources (values are always read effective, as Hiera sees them):
   get         --env N [--level l1=v1,l2=v2] --resource R [--key a.b] [--show-lookup] [--format json|yaml|plain]
-  set         --env N [--level ...] --resource R [--key a.b] (--value V --type int|str|bool|json|yaml | --type null | --format json|yaml < file)
+  set         --env N [--level ...] --resource R [--key a.b] (--value V [--type int|str|bool|json|yaml] | --type null | --format json|yaml < file)
+              --value without --type is a string (--type str), as in fuel2 config override ... --value 2
   override    as set, for the level's overrides
   del         --env N [--level ...] --resource R --key a.b
   rm-override as del, for the level's overrides
@@ -255,7 +256,7 @@ func (r *runner) set(args []string, kind string) error {
 	rf := f.resourceFlags()
 	key := f.String("key", "", "set only this `key` (a.b for nested values); without it the whole document is replaced")
 	value := f.String("value", "", "the key's `value`, read as --type says")
-	typ := f.String("type", "", "type of --value: null, int, str, bool, json or yaml")
+	typ := f.String("type", "", "type of --value: null, int, str, bool, json or yaml (default str when --value is given)")
 	format := f.String("format", "", "format of the document on stdin: json or yaml")
 	if _, err := f.parse(args, 0); err != nil {
 		return err
@@ -290,15 +291,14 @@ func (r *runner) valueToSet(key string, hasValue bool, value, typ, format string
 		return readDocument(r.stdin, format, r.stderr)
 	case hasValue:
 		if format != "" {
-			return nil, usageErrorf("--format is for stdin; with --value give --type")
+			return nil, usageErrorf("--format is for stdin; --value takes --type")
 		}
 		switch typ {
-		case "":
-			return nil, usageErrorf("give --type (int, str, bool, json or yaml) for --value")
+		case "", "str":
+			// The spec's use case gives --value with no --type: a string.
+			return value, nil
 		case "null":
 			return nil, usageErrorf("--type null takes no --value")
-		case "str":
-			return value, nil
 		case "int":
 			n, err := strconv.ParseInt(value, 10, 64)
 			if err != nil {
@@ -326,7 +326,7 @@ func (r *runner) valueToSet(key string, hasValue bool, value, typ, format string
 	case typ != "":
 		return nil, usageErrorf("--type is for --value, and there is no --value")
 	case format == "":
-		return nil, usageErrorf("give --value with --type, or --format json|yaml for the value on stdin")
+		return nil, usageErrorf("give --value (with --type unless it is a string), --type null, or --format json|yaml for the value on stdin")
 	}
 	return readDocument(r.stdin, format, r.stderr)
 }

@@ -132,7 +132,6 @@ func TestSetAndGetForms(t *testing.T) {
 		c.fails(1, "keys path", args("set", "--key", "missing.deeper", "--value", "1", "--type", "int")...)
 		c.fails(2, "--env is required", "get", "--resource", "astute")
 		c.fails(2, "--level must be", args("get", "--level", "nodes")...)
-		c.fails(2, "give --type", args("set", "--key", "a", "--value", "1")...)
 		c.fails(2, "not an int", args("set", "--key", "a", "--value", "x", "--type", "int")...)
 		c.fails(2, "--type null takes no --value", args("set", "--key", "a", "--value", "x", "--type", "null")...)
 		c.fails(2, "--value and --type make sense only with --key", args("set", "--value", "1", "--type", "int")...)
@@ -142,6 +141,38 @@ func TestSetAndGetForms(t *testing.T) {
 		c.fails(2, "unknown command", "frobnicate")
 		c.fails(2, "--key is required", args("del")...)
 		c.fails(2, "flag provided but not defined", args("get", "--nope")...)
+	})
+}
+
+// TestValueWithoutType: --value without --type is a string, so the spec's
+// use case 3, fuel2 config override ... --key deployment_id --value 2, works
+// as written; --type int makes it a number.
+func TestValueWithoutType(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, dsn string) {
+		c := newCLI(t, startAPI(t, dsn))
+		c.setup()
+		node := []string{"--env", "1", "--level", "nodes=node-1.domain.tld", "--resource", "astute"}
+		args := func(cmd string, more ...string) []string { return append(append([]string{cmd}, node...), more...) }
+		c.ok("", args("set", "--key", "deployment_id", "--value", "1", "--type", "int")...)
+		c.ok("", args("override", "--key", "deployment_id", "--value", "2")...)
+		if got := c.ok("", args("get", "--key", "deployment_id")...); got != "\"2\"\n" {
+			t.Fatalf("%q, want the string \"2\"", got)
+		}
+		c.ok("", args("override", "--key", "deployment_id", "--value", "3", "--type", "int")...)
+		if got := c.ok("", args("get", "--key", "deployment_id")...); got != "3\n" {
+			t.Fatalf("%q, want the number 3", got)
+		}
+		// Nested keys and the environment-wide level too.
+		c.ok("", "set", "--env", "1", "--resource", "astute", "--key", "a", "--value", "x y")
+		if got := c.ok("", "get", "--env", "1", "--resource", "astute", "--key", "a", "--format", "plain"); got != "x y\n" {
+			t.Fatalf("%q", got)
+		}
+		// --type alone still needs --value, but for null.
+		c.fails(2, "--type is for --value", args("set", "--key", "a", "--type", "str")...)
+		c.fails(2, "--format is for stdin", args("set", "--key", "a", "--value", "1", "--format", "json")...)
+		if _, out, _ := c.run("", "help"); !strings.Contains(out, "--value without --type is a string") {
+			t.Fatalf("help does not say what --value without --type is:\n%s", out)
+		}
 	})
 }
 
