@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -172,7 +173,7 @@ validation: strict
 resource_statuses: [updated, done]
 allowed_automatic_attributes: [fqdn]
 automatic_attribute_whitelist: [fqdn]
-blocked_default_attributes: [5, [a, 7], "/", []]
+blocked_default_attributes: [5, [a, 7], "/", [], ""]
 redact:
   enabled: true
   patterns: ["pass(", ""]
@@ -189,6 +190,7 @@ tokens:
 		"automatic_attribute_whitelist: automatic_attribute_whitelist is the deprecated name of allowed_automatic_attributes",
 		"blocked_default_attributes[0]: expected a path", "blocked_default_attributes[1][1]: expected a key",
 		`blocked_default_attributes[2]: "/" names no attribute`, "blocked_default_attributes[3]: [] names no attribute",
+		`blocked_default_attributes[4]: "" names no attribute`,
 		"redact.patterns: patterns[0]", "tokens[0].token: required",
 	} {
 		if !strings.Contains(err.Error(), want) {
@@ -382,25 +384,45 @@ func FuzzRedact(f *testing.F) {
 	})
 }
 
-// The config.example.yaml section handed to app/config: its values are the
-// defaults, and its public bus profile is the 08 golden case's config.
-func TestExampleConfig(t *testing.T) {
-	y, err := os.ReadFile("testdata/config.example.chef.yaml")
+// exampleSection returns the chef: section of the repository's
+// config.example.yaml, from "chef:" to the next line at column 0.
+func exampleSection(t *testing.T) string {
+	t.Helper()
+	y, err := os.ReadFile(filepath.Join("..", "..", "config.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	starts := regexp.MustCompile(`(?m)^chef:[ \t]*$`).FindAllIndex(y, -1)
+	if len(starts) != 1 {
+		t.Fatalf("config.example.yaml has %d chef: sections, want 1", len(starts))
+	}
+	section := string(y[starts[0][0]:])
+	if end := regexp.MustCompile(`\n[^\s]`).FindStringIndex(section[len("chef:"):]); end != nil {
+		section = section[:len("chef:")+end[0]+1]
+	}
+	return section
+}
+
+// TestExampleConfig: the chef: section of config.example.yaml sets the
+// defaults, and its commented public bus profile is the 08 golden case's
+// config.
+func TestExampleConfig(t *testing.T) {
+	y := exampleSection(t)
 	var file struct {
 		Chef Config `yaml:"chef"`
 	}
 	file.Chef = DefaultConfig()
-	if err := strictyaml.Decode(y, &file, strictyaml.Options{}); err != nil {
-		t.Fatal(err)
+	if err := strictyaml.Decode([]byte(y), &file, strictyaml.Options{}); err != nil {
+		t.Fatalf("config.example.yaml, chef: section: %v", err)
 	}
 	if !reflect.DeepEqual(file.Chef, DefaultConfig()) {
 		t.Errorf("the example's values are not the defaults:\n%+v\n%+v", file.Chef, DefaultConfig())
 	}
 	// Uncomment the profile and compare it with the golden case's config.
-	_, profile, _ := strings.Cut(string(y), "Replace the lists and redact above with:\n  #\n")
+	_, profile, found := strings.Cut(y, "Replace the lists and redact above with:\n  #\n")
+	if !found {
+		t.Fatal("config.example.yaml's chef: section has no public bus profile")
+	}
 	profile = regexp.MustCompile(`(?m)^  # ?`).ReplaceAllString(profile, "")
 	profile = regexp.MustCompile(`(?m)\s+#.*$`).ReplaceAllString(profile, "")
 	var fromExample, golden Config
@@ -408,12 +430,51 @@ func TestExampleConfig(t *testing.T) {
 	if err := strictyaml.Decode([]byte(profile), &fromExample, strictyaml.Options{}); err != nil {
 		t.Fatalf("profile:\n%s\n%v", profile, err)
 	}
-	g, _ := os.ReadFile("testdata/08_public_bus_profile/config.yaml")
+	g, err := os.ReadFile("testdata/08_public_bus_profile/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := strictyaml.Decode(g, &golden, strictyaml.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	if reflect.DeepEqual(golden, DefaultConfig()) {
+		t.Fatal("the golden profile is the defaults: nothing is compared")
+	}
 	if !reflect.DeepEqual(fromExample, golden) {
-		t.Errorf("the example's public bus profile differs from testdata/08_public_bus_profile/config.yaml:\n%+v\n%+v", fromExample, golden)
+		t.Errorf("config.example.yaml's public bus profile differs from testdata/08_public_bus_profile/config.yaml:\n%+v\n%+v", fromExample, golden)
+	}
+}
+
+// TestFixturesMirrorShared: each golden case named after a shared fixture
+// (../shared/fixtures/chef/<name>.json, the real payloads) has it as its
+// input.json, byte for byte, and every shared fixture has its case. Outside
+// a checkout with ../shared the test skips, except under CI=true.
+func TestFixturesMirrorShared(t *testing.T) {
+	shared := filepath.Join("..", "..", "..", "shared")
+	if _, err := os.Stat(shared); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %s is missing: %v", shared, err)
+		}
+		t.Skipf("%s is absent: %v", shared, err)
+	}
+	fixtures, err := filepath.Glob(filepath.Join(shared, "fixtures", "chef", "*.json"))
+	if err != nil || len(fixtures) == 0 {
+		t.Fatalf("no shared Chef fixtures in %s: %v", shared, err)
+	}
+	for _, f := range fixtures {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join("testdata", name, "input.json"))
+		if err != nil {
+			t.Errorf("shared fixture %s has no golden case: %v", name, err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("testdata/%s/input.json differs from %s; copy it again (cp %s testdata/%s/input.json)", name, f, f, name)
+		}
 	}
 }
 
@@ -452,4 +513,73 @@ func TestPublicBusProfile(t *testing.T) {
 		return
 	}
 	t.Fatal("no 08_public_bus_profile case")
+}
+
+// TestShadowedDuplicatesAreDropped: a body may repeat "node" or "resources";
+// a decoder takes the last, which is the one filtered. With filtering or
+// redaction configured the earlier copies are dropped, so that their
+// secrets are not published; without, the body is published as received.
+func TestShadowedDuplicatesAreDropped(t *testing.T) {
+	var c goldenCase
+	for _, gc := range goldenCases(t) {
+		if gc.name == "08_public_bus_profile" {
+			c = gc
+		}
+	}
+	if c.input == nil {
+		t.Fatal("no 08_public_bus_profile case")
+	}
+	const dups = `"node": {"normal": {"db_password": "dup-hunter2"}, "automatic": {"ipaddress": "10.9.9.9"}},` + "\n  " +
+		`"resources": [{"type": "file", "name": "/etc/app.conf", "status": "updated", "before": {"password": "dup-res-secret"}}],` + "\n  "
+	first := bytes.IndexByte(c.input, '"') // the first member's key
+	body := append(append(append([]byte{}, c.input[:first]...), dups...), c.input[first:]...)
+	secrets := []string{"dup-hunter2", "10.9.9.9", "dup-res-secret"}
+
+	h := newTestHandler(t, c.cfg, nil)
+	_, want, err := h.messages(c.input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := h.messages(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cutting the earlier copies gives back the fixture's messages exactly.
+	if g, w := goldenLines(got), goldenLines(want); g != w {
+		t.Errorf("with duplicates prepended:\n%s\nwant:\n%s", g, w)
+	}
+	for _, m := range got {
+		for _, s := range secrets {
+			if strings.Contains(string(m.Payload), s) {
+				t.Errorf("%s carries %q from a shadowed member", m.Topic, s)
+			}
+		}
+	}
+
+	// The last copy is null: the fixture's node, secrets and all, is the
+	// shadowed one now, and goes.
+	end := bytes.LastIndexByte(c.input, '}')
+	nulled := append(append(append([]byte{}, c.input[:end]...), `, "node": null`...), c.input[end:]...)
+	_, got, err = h.messages(nulled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run map[string]json.RawMessage
+	if err := json.Unmarshal(got[0].Payload, &run); err != nil || string(run["node"]) != "null" {
+		t.Fatalf("node = %s (%v)", run["node"], err)
+	}
+	for _, s := range []string{"hunter", "tok-123", "10.0.0.7", `"name": "app03.example.org"`} {
+		if strings.Contains(string(got[0].Payload), s) {
+			t.Errorf("the run message carries %q from the shadowed node", s)
+		}
+	}
+
+	// Nothing configured: the body is published as received, without a copy.
+	_, got, err = newTestHandler(t, DefaultConfig(), nil).messages(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got[0].Payload; len(p) != len(body) || &p[0] != &body[0] {
+		t.Error("without filtering the run message is not the body itself")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testkit"
+	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 )
 
 const testToken = "dc-token-123"
@@ -371,5 +373,40 @@ func TestPublishFailure(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("%d Retry-After=%q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// TestOptionalOrganization: liveness pings and compliance reports without an
+// organization are published under "_"; an organization that is not a
+// string or null is refused, naming the field.
+func TestOptionalOrganization(t *testing.T) {
+	h := newTestHandler(t, DefaultConfig(), nil)
+	const ping = `{"event_type":"node_ping","node_name":"db01"%s}`
+	const report = `{"profiles":[{"controls":[{"results":[{"status":"passed"}]}]}],"node_name":"web01"%s}`
+	tests := []struct {
+		body, org, topic, field string
+	}{
+		{ping, ``, "chef/_/db01/liveness", ""},
+		{ping, `,"organization_name":null`, "chef/_/db01/liveness", ""},
+		{ping, `,"organization_name":""`, "chef/_/db01/liveness", ""},
+		{ping, `,"organization_name":"ops"`, "chef/ops/db01/liveness", ""},
+		{ping, `,"organization_name":5`, "", "organization_name"},
+		{report, ``, "chef/_/web01/compliance/passed", ""},
+		{report, `,"organization_name":null`, "chef/_/web01/compliance/passed", ""},
+		{report, `,"organization_name":["ops"]`, "", "organization_name"},
+	}
+	for _, tt := range tests {
+		body := fmt.Sprintf(tt.body, tt.org)
+		_, msgs, err := h.messages([]byte(body))
+		if tt.field != "" {
+			var perr *chefpayload.Error
+			if !errors.As(err, &perr) || perr.Field != tt.field {
+				t.Errorf("%s: err %v, want one naming %s", body, err, tt.field)
+			}
+			continue
+		}
+		if err != nil || len(msgs) != 1 || msgs[0].Topic != tt.topic {
+			t.Errorf("%s: %v %+v, want one message on %s", body, err, msgs, tt.topic)
+		}
 	}
 }

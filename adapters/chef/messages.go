@@ -123,7 +123,10 @@ type splice struct {
 
 // rewrite applies the attribute lists and redaction. With neither
 // configured it returns the body itself and the resource records as they
-// are: nothing is copied.
+// are: nothing is copied. With either, it also drops the top-level "node"
+// and "resources" members that a later duplicate overrides: they are not
+// what the message means (the last duplicate wins), and filtering only the
+// last would publish the others with their secrets.
 func (b *builder) rewrite(c *chefpayload.RunConverge) (payload []byte, records [][]byte) {
 	records = make([][]byte, len(c.Resources))
 	for i, r := range c.Resources {
@@ -131,6 +134,11 @@ func (b *builder) rewrite(c *chefpayload.RunConverge) (payload []byte, records [
 	}
 	var splices []splice
 	redactKeys := b.redact != nil && b.redact.keys != nil
+	if len(b.levels) > 0 || b.redact.on() {
+		for _, s := range c.Shadowed {
+			splices = append(splices, splice{off: s.Offset, n: len(s.Raw)})
+		}
+	}
 	if c.Node.Raw != nil && (len(b.levels) > 0 || redactKeys) {
 		it := rawjson.Members(c.Node.Raw)
 		for it.Next() {

@@ -2,6 +2,7 @@ package chef
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
@@ -23,6 +24,8 @@ type Member struct {
 	// Value is the raw value; it aliases the body at Offset.
 	Value  []byte
 	Offset int
+	// KeyOffset is where the member starts: its key's opening quote.
+	KeyOffset int
 }
 
 // Span is a raw JSON value inside a body: Raw aliases Body[Offset:].
@@ -62,6 +65,12 @@ type RunConverge struct {
 	Node Span
 	// Resources are the object elements of resources, in order.
 	Resources []Resource
+	// Shadowed are the top-level "node" and "resources" members that a later
+	// member of the same name overrides, in body order, each spanning from its
+	// key to the next member's key (the comma included): cutting them all
+	// leaves a body that decodes the same, the last duplicate winning, but
+	// that no longer carries the overridden copies. Nil without duplicates.
+	Shadowed []Span
 }
 
 // RunError is the class and message of a failed run's error.
@@ -260,7 +269,7 @@ func document(body []byte) (*doc, error) {
 		if it.Err() != nil {
 			break
 		}
-		d.members = append(d.members, Member{Key: key, Value: it.Value(), Offset: off})
+		d.members = append(d.members, Member{Key: key, Value: it.Value(), Offset: off, KeyOffset: it.KeyOffset()})
 	}
 	if err := it.Err(); err != nil {
 		return nil, &Error{Msg: err.Error()}
@@ -530,6 +539,7 @@ func (d *doc) converge(body []byte) *RunConverge {
 		c.Node = Span{Offset: d.node.Offset, Raw: d.node.Value}
 		c.ChefVersion = optStr(d.chefVersion)
 	}
+	c.Shadowed = d.shadowed(body, "node", "resources")
 	if v, ok := d.get("error"); ok && rawjson.Kind(v) == rawjson.Object {
 		class, _ := rawjson.Get(v, "class")
 		msg, _ := rawjson.Get(v, "message")
@@ -555,6 +565,26 @@ func (d *doc) converge(body []byte) *RunConverge {
 		}
 	}
 	return c
+}
+
+// shadowed returns the members named one of keys that a later member of the
+// same name overrides, each from its key to the next member's key.
+func (d *doc) shadowed(body []byte, keys ...string) []Span {
+	var out []Span
+	for i, m := range d.members {
+		if !slices.Contains(keys, m.Key) {
+			continue
+		}
+		for _, later := range d.members[i+1:] {
+			if later.Key == m.Key {
+				// A later member exists, so member i+1 does.
+				end := d.members[i+1].KeyOffset
+				out = append(out, Span{Offset: m.KeyOffset, Raw: body[m.KeyOffset:end]})
+				break
+			}
+		}
+	}
+	return out
 }
 
 // optInt is the member's value when it is an integer that fits in int64.

@@ -290,6 +290,53 @@ func TestParseFixtures(t *testing.T) {
 	}
 }
 
+// TestShadowed: earlier duplicates of "node" and "resources" are listed with
+// the span that cuts each, key to next key; the last copy is the one used.
+func TestShadowed(t *testing.T) {
+	p := parsers(t)[ValidationOff]
+	head := `{"message_type":"run_converge","node_name":"n","organization_name":"o","run_id":"r","status":"success",`
+	tests := []struct {
+		name, members string
+		cut           []string
+		cutBody       string
+	}{
+		{"none", `"node":{"a":1},"resources":[]}`, nil, ""},
+		{"node twice", `"node":{"secret":1}, "x":1,"node" : {"a":2}}`, []string{`"node":{"secret":1}, `},
+			head + `"x":1,"node" : {"a":2}}`},
+		{"three of each, the last not an object",
+			`"resources":[{"p":1}],"node":{"s":1},` + "\n" + `"node":[2],"resources":[{"p":2}],"node":null,"resources":{}}`,
+			[]string{`"resources":[{"p":1}],`, `"node":{"s":1},` + "\n", `"node":[2],`, `"resources":[{"p":2}],`},
+			head + `"node":null,"resources":{}}`},
+		{"escaped keys count", `"no\u0064e":{"s":1},"node":{}}`, []string{`"no\u0064e":{"s":1},`}, head + `"node":{}}`},
+	}
+	for _, tt := range tests {
+		body := []byte(head + tt.members)
+		m, err := p.Parse(body)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		c := m.(*RunConverge)
+		var cuts []string
+		var rest []byte
+		at := 0
+		for _, s := range c.Shadowed {
+			if string(body[s.Offset:s.Offset+len(s.Raw)]) != string(s.Raw) {
+				t.Fatalf("%s: span %d does not locate %q", tt.name, s.Offset, s.Raw)
+			}
+			cuts = append(cuts, string(s.Raw))
+			rest = append(rest, body[at:s.Offset]...)
+			at = s.Offset + len(s.Raw)
+		}
+		rest = append(rest, body[at:]...)
+		if strings.Join(cuts, "|") != strings.Join(tt.cut, "|") {
+			t.Errorf("%s: shadowed %q, want %q", tt.name, cuts, tt.cut)
+		}
+		if tt.cut != nil && string(rest) != tt.cutBody {
+			t.Errorf("%s: cut body %s, want %s", tt.name, rest, tt.cutBody)
+		}
+	}
+}
+
 func TestInvalidUTF8PassesThrough(t *testing.T) {
 	body := []byte("{\"message_type\":\"run_start\",\"node_name\":\"web01\",\"organization_name\":\"ops\",\"run_id\":\"b3bbae70-1e93-4ffe-8499-9559601631fa\",\"chef_server_fqdn\":\"a\xffb\"}")
 	m, err := parsers(t)[ValidationOff].Parse(body)

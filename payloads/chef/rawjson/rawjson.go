@@ -171,6 +171,7 @@ type Iter struct {
 	depth  int
 	n      int
 	key    []byte
+	keyOff int
 	val    []byte
 	valOff int
 	end    int
@@ -257,7 +258,7 @@ func (it *Iter) Step() bool {
 			it.err, it.done = err, true
 			return false
 		}
-		it.key = b[i+1 : end-1]
+		it.key, it.keyOff = b[i+1:end-1], i
 		i = skipSpace(b, end)
 		if i == len(b) || b[i] != ':' {
 			it.fail(i, "expected ':' after an object key")
@@ -349,6 +350,15 @@ func (it *Iter) Value() []byte { return it.val }
 
 // Offset is where the current value starts in the slice the Iter was made from.
 func (it *Iter) Offset() int { return it.valOff }
+
+// KeyOffset is where the current member's key starts (its opening quote) in
+// the slice the Iter was made from; for array elements it is Offset.
+func (it *Iter) KeyOffset() int {
+	if it.close != '}' {
+		return it.valOff
+	}
+	return it.keyOff
+}
 
 // Index is the position of the current member or element, from 0.
 func (it *Iter) Index() int { return it.n - 1 }

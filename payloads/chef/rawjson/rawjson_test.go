@@ -70,6 +70,9 @@ func TestMembersAndElements(t *testing.T) {
 		if !bytes.Equal(doc[it.Offset():it.Offset()+len(it.Value())], it.Value()) {
 			t.Errorf("Offset %d does not locate %q", it.Offset(), it.Value())
 		}
+		if k := it.KeyOffset(); doc[k] != '"' || !bytes.Equal(doc[k+1:k+1+len(it.Key())], it.Key()) {
+			t.Errorf("KeyOffset %d does not locate the key %q", k, it.Key())
+		}
 	}
 	if it.Err() != nil {
 		t.Fatal(it.Err())
