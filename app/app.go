@@ -147,7 +147,8 @@ func (b *Bridge) routes() {
 }
 
 // readyz answers 200 when the bridge can take messages and deliver them: the
-// broker is up and every required route's sink is connected.
+// broker is up, in external mode the router's subscription there is in
+// place, and every required route's sink is connected.
 func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 	checks := map[string]string{}
 	switch {
@@ -159,6 +160,12 @@ func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 		checks["broker"] = "ok"
 	}
 	ready := checks["broker"] == "ok"
+	if b.subscriber != nil {
+		checks["router subscriber"] = "ok"
+		if err := b.subscriber.Ready(); err != nil {
+			checks["router subscriber"], ready = err.Error(), false
+		}
+	}
 	for k, v := range b.router.Ready() {
 		checks[k] = v
 		ready = false

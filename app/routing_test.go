@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/crypto/bcrypt"
@@ -140,6 +146,11 @@ func TestUnsafeMQTTPublishesAreRefused(t *testing.T) {
 	out, _ := exec.Command(mosquittoPub, "-V", "5", "-q", "1", "-h", host, "-p", port, "-u", "pub", "-P", "pw", "-t", "sensors/v5", "-m", "unsafe").CombinedOutput()
 	if !strings.Contains(string(out), "Quota exceeded") {
 		t.Errorf("mosquitto_pub -V 5 printed %q, want a Quota exceeded reason", out)
+	}
+	// MQTT 5 at QoS 2: a PUBREC with the reason code, which ends the exchange.
+	out, _ = exec.Command(mosquittoPub, "-V", "5", "-q", "2", "-h", host, "-p", port, "-u", "pub", "-P", "pw", "-t", "sensors/v5q2", "-m", "unsafe").CombinedOutput()
+	if !strings.Contains(string(out), "Quota exceeded") {
+		t.Errorf("mosquitto_pub -V 5 -q 2 printed %q, want a Quota exceeded reason", out)
 	}
 	// Neither message reached local subscribers.
 	if err := b.Broker().Publish(context.Background(), bus.Message{Topic: "sensors/barrier", Payload: []byte("b")}); err != nil {
@@ -297,5 +308,218 @@ func TestRoutedMQTTMessagesKeepOrderAndReachSubscribers(t *testing.T) {
 	late := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{})
 	if m := testkit.Next(t, late.Subscribe("ordered/status", 1)); m.Payload != "last" || !m.Retained {
 		t.Fatalf("retained: %+v", m)
+	}
+}
+
+// TestRoutingStoresRepeatedPublishesOfNewSessions publishes the same message
+// twice, as `mosquitto_pub -i door` run twice does: each run is a new MQTT
+// session reusing client id, packet id, topic and payload, and each is a
+// message of its own that JetStream must store.
+func TestRoutingStoresRepeatedPublishesOfNewSessions(t *testing.T) {
+	mosquittoPub := testkit.RequireCommand(t, "mosquitto_pub")
+	srv := testnats.Start(t)
+	b := startBridge(t, routedConfig(t, srv.URL()))
+	waitFor(t, "the sink", func() bool { return len(b.router.Ready()) == 0 })
+	host, port, _ := net.SplitHostPort(b.Broker().Addr("mqtt"))
+	for i := 1; i <= 2; i++ {
+		out, err := exec.Command(mosquittoPub, "-h", host, "-p", port, "-u", "pub", "-P", "pw",
+			"-i", "door", "-q", "1", "-t", "door", "-m", "open").CombinedOutput()
+		if err != nil {
+			t.Fatalf("mosquitto_pub: %v: %s", err, out)
+		}
+		// mosquitto_pub has its PUBACK: the message is in the stream.
+		if n := streamMsgs(t, srv.URL()); n != uint64(i) {
+			t.Fatalf("after %d runs of mosquitto_pub the stream holds %d messages", i, n)
+		}
+	}
+}
+
+// externalConfig is a bridge in external broker mode against url, with the
+// given sinks and one route of filters to the sink named "out".
+func externalConfig(t *testing.T, url, clientID string, sink sinks.Config, filters ...string) config.Config {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.DataDir = t.TempDir()
+	cfg.Broker.Mode = broker.ModeExternal
+	cfg.Broker.External = &broker.External{}
+	cfg.Broker.External.SetDefaults()
+	cfg.Broker.External.URL = url
+	cfg.Broker.External.ClientID = clientID
+	cfg.Broker.External.MaxReconnectInterval = 200 * time.Millisecond
+	cfg.Sinks = map[string]sinks.Config{"out": sink}
+	var rc router.Config
+	rc.SetDefaults()
+	rc.Name, rc.Sink, rc.Filters = "events", "out", filters
+	cfg.Routes = []router.Config{rc}
+	if err := config.Parse(nil, &cfg, config.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func coreSink(url string) sinks.Config {
+	var sc sinks.Config
+	sc.SetDefaults()
+	sc.Type, sc.URLs = sinks.TypeNATS, []string{url}
+	return sc
+}
+
+func natsSubscribe(t *testing.T, url, subject string) <-chan *nats.Msg {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	got := make(chan *nats.Msg, 100000)
+	if _, err := nc.ChanSubscribe(subject, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// waitSubscribed waits until a message published through the bridge now is
+// routed to got, then empties got.
+func waitSubscribed(t *testing.T, b *Bridge, got <-chan *nats.Msg) {
+	t.Helper()
+	waitFor(t, "the external broker", func() bool { return b.external.Ready() })
+	waitFor(t, "the shared subscription", func() bool {
+		_ = b.Publisher().Publish(context.Background(), bus.Message{Topic: "events/probe", Payload: []byte("probe"), QoS: 1})
+		select {
+		case <-got:
+			return true
+		case <-time.After(200 * time.Millisecond):
+			return false
+		}
+	})
+	for len(got) > 0 {
+		<-got
+	}
+}
+
+// TestExternalModeStoresIdenticalMessagesTwice: heartbeats with the same
+// topic and payload are distinct messages, each stored by JetStream.
+func TestExternalModeStoresIdenticalMessagesTwice(t *testing.T) {
+	mosq := testkit.StartMosquitto(t)
+	srv := testnats.Start(t)
+	js := routedConfig(t, srv.URL()).Sinks["js"]
+	b := startBridge(t, externalConfig(t, mosq.URL(), "bridge-hb", js, "heartbeat/#"))
+	waitFor(t, "the external broker and the sink", func() bool {
+		return b.external.Ready() && b.subscriber.Ready() == nil && len(b.router.Ready()) == 0
+	})
+	for range 3 {
+		if err := b.Publisher().Publish(context.Background(), bus.Message{Topic: "heartbeat/web1", Payload: []byte("ok"), QoS: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "three heartbeats in the stream", func() bool { return streamMsgs(t, srv.URL()) == 3 })
+}
+
+// TestExternalModeKeepsArrivalOrder: messages from the external broker reach
+// the sink in the order the broker sent them.
+func TestExternalModeKeepsArrivalOrder(t *testing.T) {
+	mosq := testkit.StartMosquitto(t)
+	srv := testnats.Start(t)
+	got := natsSubscribe(t, srv.URL(), "firehose.>")
+	b := startBridge(t, externalConfig(t, mosq.URL(), "bridge-order", coreSink(srv.URL()), "events/#"))
+	waitSubscribed(t, b, got)
+
+	pub := testkit.Connect(t, mosq.URL(), testkit.ClientOptions{})
+	const n = 3000
+	tokens := make([]interface{ Wait() bool }, 0, n)
+	for i := 0; i < n; i++ { // without waiting, so that many are in flight at once
+		tokens = append(tokens, pub.Client.Publish("events/ordered", 1, false, fmt.Sprint(i)))
+	}
+	for _, tok := range tokens {
+		tok.Wait()
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case m := <-got:
+			if string(m.Data) != fmt.Sprint(i) {
+				t.Fatalf("message %d arrived as %q", i, m.Data)
+			}
+		case <-time.After(testkit.Timeout):
+			t.Fatalf("%d of %d messages arrived", i, n)
+		}
+	}
+}
+
+// aclGate is an MQTT broker's access control that refuses every
+// subscription while deny is set.
+type aclGate struct {
+	mqtt.HookBase
+	deny atomic.Bool
+}
+
+func (g *aclGate) ID() string { return "acl-gate" }
+func (g *aclGate) Provides(b byte) bool {
+	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck
+}
+func (g *aclGate) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
+func (g *aclGate) OnACLCheck(_ *mqtt.Client, _ string, write bool) bool {
+	return write || !g.deny.Load()
+}
+
+// TestExternalModeRetriesARefusedSubscriptionAndReadyzSaysSo runs the bridge
+// against a broker that refuses its shared subscription at first (as an ACL
+// may): /readyz says so, and once the broker grants it the bridge routes
+// without being restarted.
+func TestExternalModeRetriesARefusedSubscriptionAndReadyzSaysSo(t *testing.T) {
+	gate := &aclGate{}
+	gate.deny.Store(true)
+	ext := mqtt.New(&mqtt.Options{InlineClient: false, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := ext.AddHook(gate, nil); err != nil {
+		t.Fatal(err)
+	}
+	addr := testkit.FreePort(t)
+	if err := ext.AddListener(listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr})); err != nil {
+		t.Fatal(err)
+	}
+	if err := ext.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ext.Close() })
+	srv := testnats.Start(t)
+	got := natsSubscribe(t, srv.URL(), "firehose.>")
+	b := startBridge(t, externalConfig(t, "tcp://"+addr, "bridge-acl", coreSink(srv.URL()), "events/#"))
+
+	readyz := "http://" + b.HTTPAddr() + "/readyz"
+	waitFor(t, "readyz to report the refused subscription", func() bool {
+		code, body := get(t, readyz)
+		return code == 503 && strings.Contains(body, `"router subscriber":"router subscriber not receiving from the external broker: the shared subscription failed: the broker refused $share/firehose/events/#`)
+	})
+	if !b.external.Ready() {
+		t.Fatal("the bridge's publisher is not connected; the test needs it to be")
+	}
+	gate.deny.Store(false)
+	waitFor(t, "readyz to recover", func() bool {
+		code, _ := get(t, readyz)
+		return code == 200
+	})
+	if err := b.Publisher().Publish(context.Background(), bus.Message{Topic: "events/after", Payload: []byte("after"), QoS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if m.Subject != "firehose.events.after" {
+			t.Fatalf("got %s", m.Subject)
+		}
+	case <-time.After(testkit.Timeout):
+		t.Fatal("nothing is routed after the broker granted the subscription")
+	}
+}
+
+// TestRoutingRefusesARouteOutsideItsStream: a route whose subjects JetStream's
+// stream does not capture could never deliver; the bridge does not start.
+func TestRoutingRefusesARouteOutsideItsStream(t *testing.T) {
+	cfg := routedConfig(t, "nats://127.0.0.1:1")
+	cfg.Routes[0].SubjectPrefix = "fh.dc1"
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), `routes[0].filters[0]: route "all" sends "fh.dc1.>"`) {
+		t.Fatalf("Validate: %v, want an error naming routes[0].filters[0]", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/sinks"
 	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -129,4 +130,112 @@ func ValidateAll(routes []Config, sinkNames map[string]bool) error {
 		}
 	}
 	return p.Err()
+}
+
+// ValidateSinks checks routes against the sinks they name. A route to a
+// jetstream sink whose stream.subjects are given must publish only subjects
+// the stream captures: JetStream answers any other subject with "no
+// responders", so the route would keep its messages in the outbox for good.
+// Each filter of such a route is mapped as messages are (rewrite, then
+// subject_prefix and nats-server's MQTT mapping) and checked, with NATS
+// subject matching, against the union of the stream's subjects. Keys in the
+// errors are relative to the config root.
+func ValidateSinks(routes []Config, sinkCfgs map[string]sinks.Config) error {
+	var p strictyaml.Problems
+	for i, r := range routes {
+		sc, ok := sinkCfgs[r.Sink]
+		if !ok || sc.Type != sinks.TypeJetStream || sc.Stream == nil || len(sc.Stream.Subjects) == 0 {
+			continue
+		}
+		stream := make([][]string, len(sc.Stream.Subjects))
+		for k, subj := range sc.Stream.Subjects {
+			stream[k] = strings.Split(subj, ".")
+		}
+		for j, f := range r.Filters {
+			for _, subj := range r.subjectFilters(f) {
+				if !subjectCovered(strings.Split(subj, "."), stream) {
+					p.Add(fmt.Sprintf("routes[%d].filters[%d]", i, j),
+						"route %q sends %q (subject_prefix %q, filter %q) to sink %s, but its stream %s captures only %s: "+
+							"JetStream would refuse those messages and the outbox would keep them for good; change subject_prefix, rewrite or the sink's stream.subjects",
+						r.Name, subj, r.SubjectPrefix, f, r.Sink, sc.Stream.Name, strings.Join(sc.Stream.Subjects, ", "))
+					break
+				}
+			}
+		}
+	}
+	return p.Err()
+}
+
+// subjectFilters returns NATS subject filters that together match every
+// subject the route gives the topics filter f matches: with and without the
+// rewrite, as it applies to some or all of those topics, and with the
+// subject of the parent topic too for a trailing "/#", which in MQTT
+// matches the parent ("a/#" matches "a"). Invalid filters give nothing;
+// Validate reports them.
+func (c *Config) subjectFilters(f string) []string {
+	topicFilters := []string{f}
+	if rw := c.Rewrite; rw != nil && topics.Overlap(f, rw.From+"/#") {
+		if f == rw.From || strings.HasPrefix(f, rw.From+"/") {
+			topicFilters = topicFilters[:0] // every topic f matches is rewritten
+		}
+		topicFilters = append(topicFilters, rewriteFilter(f, rw))
+	}
+	var out []string
+	for _, tf := range topicFilters {
+		for _, t := range []string{tf, strings.TrimSuffix(tf, "/#")} {
+			if subj, err := topics.FilterToSubject(c.SubjectPrefix, t); err == nil && (len(out) == 0 || out[len(out)-1] != subj) {
+				out = append(out, subj)
+			}
+		}
+	}
+	return out
+}
+
+// rewriteFilter is a filter of what the topics that f matches and that
+// start with rw.From become once rewritten.
+func rewriteFilter(f string, rw *Rewrite) string {
+	fl := strings.Split(f, "/")
+	k := strings.Count(rw.From, "/") + 1
+	for i := 0; i < k && i < len(fl); i++ {
+		if fl[i] == "#" {
+			return rw.To + "/#"
+		}
+	}
+	if len(fl) <= k {
+		return rw.To
+	}
+	return rw.To + "/" + strings.Join(fl[k:], "/")
+}
+
+// subjectCovered reports whether every subject that the subject filter s
+// matches is matched by at least one of the filters in by. Both are split
+// into tokens; '*' matches one token and a final '>' one or more.
+func subjectCovered(s []string, by [][]string) bool {
+	if len(by) == 0 {
+		return false
+	}
+	if len(s) == 0 {
+		for _, b := range by {
+			if len(b) == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for _, b := range by {
+		if len(b) > 0 && b[0] == ">" {
+			return true // s has a token or more left, which '>' takes
+		}
+	}
+	if s[0] == ">" {
+		// One token, or more: '>' is the union of "*" and "*.>".
+		return subjectCovered([]string{"*"}, by) && subjectCovered([]string{"*", ">"}, by)
+	}
+	var rest [][]string
+	for _, b := range by {
+		if len(b) > 0 && (b[0] == "*" || s[0] != "*" && b[0] == s[0]) {
+			rest = append(rest, b[1:])
+		}
+	}
+	return subjectCovered(s[1:], rest)
 }

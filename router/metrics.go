@@ -8,6 +8,9 @@ type metrics struct {
 	messages    *prometheus.CounterVec
 	replayed    *prometheus.CounterVec
 	mqttRefused prometheus.Counter
+	// externalDropped counts QoS 0 messages from the external broker that
+	// the router subscriber had no room for.
+	externalDropped prometheus.Counter
 }
 
 type routeMetrics struct {
@@ -29,6 +32,10 @@ func newMetrics() *metrics {
 			Name: "firehose_mqtt_publishes_refused_total",
 			Help: "MQTT publishes refused because a required route could not make them safe (the client is told to resend).",
 		}),
+		externalDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "firehose_external_qos0_dropped_total",
+			Help: "QoS 0 messages from the external broker dropped because too many were waiting to be routed.",
+		}),
 	}
 }
 
@@ -44,7 +51,7 @@ func (m *metrics) forRoute(name string) routeMetrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer, r *Router) error {
-	for _, c := range []prometheus.Collector{m.messages, m.replayed, m.mqttRefused, &outboxCollector{r: r}} {
+	for _, c := range []prometheus.Collector{m.messages, m.replayed, m.mqttRefused, m.externalDropped, &outboxCollector{r: r}} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -44,6 +45,10 @@ type Broker interface {
 //
 // The bridge's own inline client is skipped: the bridge's publisher has
 // already routed its messages.
+//
+// Each routed message gets a de-duplication id (see session.msgID) that is
+// the same when a client resends it within its MQTT session, and new for
+// every new message, so that JetStream drops resends but never a message.
 type Hook struct {
 	mqtt.HookBase
 	router   *Router
@@ -51,6 +56,7 @@ type Hook struct {
 	rejected prometheus.Counter
 
 	pipelines sync.Map // *mqtt.Client -> *pipeline
+	sessions  sync.Map // client id -> *sessionEntry
 }
 
 // maxUnacked bounds one client's messages between arrival and PUBACK; it
@@ -67,7 +73,24 @@ func (h *Hook) ID() string { return "firehose-router" }
 
 // Provides says which mochi events the hook handles.
 func (h *Hook) Provides(b byte) bool {
-	return bytes.IndexByte([]byte{mqtt.OnPublish, mqtt.OnDisconnect}, b) >= 0
+	return bytes.IndexByte([]byte{mqtt.OnPublish, mqtt.OnSessionEstablish, mqtt.OnDisconnect, mqtt.OnClientExpired}, b) >= 0
+}
+
+// OnSessionEstablish keeps the client's session, or starts a new one, as
+// mochi is about to decide: it runs just before mochi's
+// inheritClientSession, which gives a connection the session of the
+// previous connection with its client id unless the new one asks for a
+// clean session (clean start), or the previous one was an MQTT 3.1.1 clean
+// session, or there is no previous session (it ended at a disconnect or
+// expired; see OnDisconnect and OnClientExpired).
+func (h *Hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
+	e := &sessionEntry{owner: cl, ephemeral: cl.Properties.Clean && cl.Properties.ProtocolVersion < 5}
+	if prev, ok := h.sessions.Load(cl.ID); ok && !pk.Connect.Clean && !prev.(*sessionEntry).ephemeral {
+		e.s = prev.(*sessionEntry).s
+	} else {
+		e.s = newSession()
+	}
+	h.sessions.Store(cl.ID, e)
 }
 
 // OnPublish routes one message from an MQTT client.
@@ -75,12 +98,18 @@ func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	if cl.Net.Inline || len(h.router.routes) == 0 {
 		return pk, nil
 	}
-	msg := h.message(cl, pk)
 	p := h.pipelineFor(cl)
+	msg := bus.Message{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: pk.FixedHeader.Retain}
 	// Once a client has messages in its pipeline, all its messages go
 	// through it, so none overtakes another.
 	if !p.busy() && !h.router.matchesAny(&msg) {
 		return pk, nil
+	}
+	now := h.router.now()
+	msg.Headers = map[string]string{
+		bus.HeaderMsgID:      p.session.msgID(pk),
+		bus.HeaderSource:     SourceMQTT,
+		bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
 	}
 	if pk.FixedHeader.Qos == 2 {
 		return h.routeNow(cl, pk, msg)
@@ -90,34 +119,57 @@ func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	return pk, packets.ErrRejectPacket // the pipeline acks and delivers
 }
 
-// OnDisconnect lets the client's pipeline finish what it holds and stop.
-func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+// OnDisconnect lets the client's pipeline finish what it holds and stop,
+// and forgets the session when mochi ends it with the connection (an MQTT
+// 3.1.1 clean session, an MQTT 5 session expiry interval of 0) and no new
+// connection took it over.
+func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	if p, ok := h.pipelines.LoadAndDelete(cl); ok {
 		p.(*pipeline).close()
 	}
-}
-
-func (h *Hook) message(cl *mqtt.Client, pk packets.Packet) bus.Message {
-	now := h.router.now()
-	return bus.Message{
-		Topic:   pk.TopicName,
-		Payload: pk.Payload,
-		QoS:     pk.FixedHeader.Qos,
-		Retain:  pk.FixedHeader.Retain,
-		Headers: map[string]string{
-			bus.HeaderMsgID:      clientMsgID(cl.ID, pk, now),
-			bus.HeaderSource:     SourceMQTT,
-			bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
-		},
+	if expire && !cl.IsTakenOver() {
+		h.forgetSession(cl)
 	}
 }
 
+// OnClientExpired forgets a session mochi let expire.
+func (h *Hook) OnClientExpired(cl *mqtt.Client) { h.forgetSession(cl) }
+
+// forgetSession removes cl's session unless a later connection owns the
+// client id by now.
+func (h *Hook) forgetSession(cl *mqtt.Client) {
+	if e, ok := h.sessions.Load(cl.ID); ok && e.(*sessionEntry).owner == cl {
+		h.sessions.CompareAndDelete(cl.ID, e)
+	}
+}
+
+// sessionFor is the session of cl's connection. A connection the hook did
+// not see established (or whose client id a later connection has taken by
+// now) gets a session of its own: at worst a resend becomes a duplicate,
+// never a message lost.
+func (h *Hook) sessionFor(cl *mqtt.Client) *session {
+	if e, ok := h.sessions.Load(cl.ID); ok && e.(*sessionEntry).owner == cl {
+		return e.(*sessionEntry).s
+	}
+	return newSession()
+}
+
 // routeNow routes a QoS 2 message before mochi continues its handshake.
+// When it cannot be made safe, an MQTT 5 client gets a PUBREC with reason
+// "Quota exceeded", which ends the QoS 2 exchange without the message (mochi
+// itself would answer an error from OnPublish with a PUBACK, which is not a
+// QoS 2 packet); an MQTT 3.1.1 client is disconnected and resends.
 func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (packets.Packet, error) {
 	if err := h.router.Route(context.Background(), msg); err != nil {
 		h.refused(cl, pk, err)
 		if cl.Properties.ProtocolVersion == 5 {
-			return pk, packets.ErrQuotaExceeded // mochi answers PUBREC with this reason
+			_ = cl.WritePacket(packets.Packet{
+				FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
+				PacketID:    pk.PacketID,
+				ReasonCode:  packets.ErrQuotaExceeded.Code,
+				Properties:  packets.Properties{ReasonString: packets.ErrQuotaExceeded.Reason},
+			})
+			return pk, packets.ErrRejectPacket
 		}
 		_ = h.broker.Disconnect(cl, packets.ErrServerBusy)
 		return pk, packets.ErrRejectPacket
@@ -150,10 +202,11 @@ type item struct {
 
 // pipeline carries one client's messages from OnPublish to PUBACK.
 type pipeline struct {
-	hook  *Hook
-	cl    *mqtt.Client
-	slots chan struct{} // one per message not yet acked; full blocks the client's reads
-	acks  bytes.Buffer  // the PUBACKs of the batch being acked; only run uses it
+	hook    *Hook
+	cl      *mqtt.Client
+	session *session
+	slots   chan struct{} // one per message not yet acked; full blocks the client's reads
+	acks    bytes.Buffer  // the PUBACKs of the batch being acked; only run uses it
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -162,7 +215,7 @@ type pipeline struct {
 }
 
 func newPipeline(h *Hook, cl *mqtt.Client) *pipeline {
-	p := &pipeline{hook: h, cl: cl, slots: make(chan struct{}, maxUnacked)}
+	p := &pipeline{hook: h, cl: cl, session: h.sessionFor(cl), slots: make(chan struct{}, maxUnacked)}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
@@ -276,23 +329,82 @@ func (p *pipeline) writeAcks() {
 	_, _ = p.cl.Net.Conn.Write(p.acks.Bytes())
 }
 
-// clientMsgID is a stable de-duplication id for a client's QoS 1 message: a
-// client resending the same packet after a reconnect produces the same id, so
-// JetStream stores it once; a new message gets a new packet id. QoS 0
-// messages are never resent, so their id also covers the arrival time, lest
-// two identical readings be taken for one.
-func clientMsgID(clientID string, pk packets.Packet, now time.Time) string {
-	h := sha256.New()
-	var n [10]byte
-	binary.BigEndian.PutUint16(n[:2], pk.PacketID)
-	if pk.FixedHeader.Qos == 0 {
-		binary.BigEndian.PutUint64(n[2:], uint64(now.UnixNano()))
+// sessionEntry is the hook's record of the MQTT session of one client id.
+type sessionEntry struct {
+	s     *session
+	owner *mqtt.Client // the connection that established it last
+	// ephemeral: an MQTT 3.1.1 clean session, which mochi never passes on
+	// to a next connection.
+	ephemeral bool
+}
+
+// session is what de-duplication ids need of one MQTT session; it lives as
+// long as mochi keeps the session, across the client's reconnects.
+type session struct {
+	nonce [16]byte // random, so that no two sessions (nor two bridge runs) share ids
+
+	mu      sync.Mutex
+	lastPID uint16 // packet id of the last new (DUP=0) QoS 1 or 2 message
+	cycle   uint64 // times the client's packet ids went down again: a new cycle of ids
+	qos0    uint64 // QoS 0 messages so far
+}
+
+func newSession() *session {
+	s := &session{}
+	_, _ = rand.Read(s.nonce[:]) // crypto/rand.Read never fails
+	return s
+}
+
+// msgID is the de-duplication id of a message of this session.
+//
+// A QoS 1 or 2 message is identified by the session, its packet id, the
+// cycle of packet ids it belongs to, and its topic and payload. A client
+// sends a new message with DUP=0, and only reuses a packet id once its
+// previous message is acknowledged, and resends a message with DUP=1 and
+// the same packet id, in the same session, after a reconnect: so a resend
+// gets the id of its first sending, and JetStream stores it once. A client
+// that counts its packet ids up and wraps around (as most do) starts a new
+// cycle when an id is not above the last one, so even identical messages
+// that reuse a packet id an hour later get new ids. Whatever order a client
+// picks ids in, the new messages of one cycle have rising packet ids, so no
+// two new messages share an id. A resend whose packet id is above the last
+// new one is taken to belong to the cycle before; when that guess is wrong
+// the resend is stored twice, which at-least-once allows.
+//
+// A QoS 0 message is never resent, so each gets an id of its own.
+func (s *session) msgID(pk packets.Packet) string {
+	var n [1 + 8 + 2]byte
+	s.mu.Lock()
+	switch {
+	case pk.FixedHeader.Qos == 0:
+		s.qos0++
+		binary.BigEndian.PutUint64(n[1:9], s.qos0)
+	case !pk.FixedHeader.Dup:
+		if pk.PacketID <= s.lastPID {
+			s.cycle++
+		}
+		s.lastPID = pk.PacketID
+		n[0] = 1
+		binary.BigEndian.PutUint64(n[1:9], s.cycle)
+	default:
+		cycle := s.cycle
+		if pk.PacketID > s.lastPID && cycle > 0 {
+			cycle--
+		}
+		n[0] = 1
+		binary.BigEndian.PutUint64(n[1:9], cycle)
 	}
-	h.Write([]byte(clientID))
-	h.Write([]byte{0})
-	h.Write(n[:])
-	h.Write([]byte(pk.TopicName))
-	h.Write([]byte{0})
-	h.Write(pk.Payload)
+	s.mu.Unlock()
+	h := sha256.New()
+	h.Write(s.nonce[:])
+	if n[0] == 0 {
+		h.Write(n[:9])
+	} else {
+		binary.BigEndian.PutUint16(n[9:], pk.PacketID)
+		h.Write(n[:])
+		h.Write([]byte(pk.TopicName))
+		h.Write([]byte{0})
+		h.Write(pk.Payload)
+	}
 	return "mqtt-" + hex.EncodeToString(h.Sum(nil)[:16])
 }

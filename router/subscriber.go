@@ -2,12 +2,15 @@ package router
 
 import (
 	"context"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -20,15 +23,31 @@ import (
 // Subscriber runs the router against an external broker: it holds a shared
 // subscription $share/<group>/<filter> for the routes' filters, so N bridges
 // route each message once, and acknowledges a message (PUBACK) only after
-// Route made it safe. Unacknowledged messages are redelivered by the broker
-// when the subscriber reconnects.
+// Route made it safe. The broker redelivers unacknowledged messages when
+// this client id reconnects (its session is persistent: CleanSession false).
+//
+// Paho calls the message handler on its own goroutine, in arrival order
+// (OrderMatters true); the handler only appends the message to a queue and
+// never waits. One worker takes the queue in batches, routes each batch,
+// and then acknowledges its messages in arrival order.
 type Subscriber struct {
-	router   *Router
-	client   paho.Client
-	filters  []string
-	group    string
-	log      zerolog.Logger
-	incoming chan paho.Message
+	router  *Router
+	client  paho.Client
+	filters []string
+	group   string
+	log     zerolog.Logger
+	// maxBackoff bounds the wait between attempts to subscribe.
+	maxBackoff time.Duration
+	queue      queue
+
+	// idPrefix and seq make de-duplication ids: unique per message received.
+	idPrefix string
+	seq      atomic.Uint64
+
+	mu         sync.Mutex
+	conn       uint64 // counts connections; a subscribe loop of an older one stops
+	subscribed bool   // the shared subscription is in place on the current connection
+	subErr     error  // why the last attempt to subscribe failed
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -36,22 +55,34 @@ type Subscriber struct {
 	once   sync.Once
 }
 
-// maxReceived bounds messages received but not yet acknowledged. Brokers cap
-// in-flight QoS 1 messages per client far lower (mosquitto: 20 by default),
-// so paho's handler never blocks on this queue in practice.
-const maxReceived = 65536
+// ErrNotSubscribed is wrapped by Subscriber.Ready while the subscriber is not
+// receiving messages from the external broker.
+var ErrNotSubscribed = errors.New("router subscriber not receiving from the external broker")
+
+// maxQoS0Queued bounds the QoS 0 messages waiting to be routed; beyond it
+// they are dropped (and counted), as QoS 0 allows. QoS 1 messages are never
+// dropped: the broker cannot have more of them unacknowledged than there are
+// packet ids (65535), which bounds the queue.
+const maxQoS0Queued = 65536
 
 // NewSubscriber prepares the subscription; cfg describes the connection (as
 // for an mqtt sink, with its own client id).
 func NewSubscriber(r *Router, cfg sinks.Config, group string, log zerolog.Logger) (*Subscriber, error) {
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails
 	s := &Subscriber{
-		router:   r,
-		filters:  routeFilters(r),
-		group:    group,
-		log:      log.With().Str("component", "router-subscriber").Logger(),
-		incoming: make(chan paho.Message, maxReceived),
-		done:     make(chan struct{}),
+		router:     r,
+		filters:    routeFilters(r),
+		group:      group,
+		log:        log.With().Str("component", "router-subscriber").Logger(),
+		maxBackoff: cfg.MaxReconnectInterval,
+		idPrefix:   "mqtt-" + hex.EncodeToString(nonce[:]) + "-",
+		done:       make(chan struct{}),
 	}
+	if s.maxBackoff <= 0 {
+		s.maxBackoff = 30 * time.Second
+	}
+	s.queue.init()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts := paho.NewClientOptions().
 		AddBroker(cfg.URL).
@@ -64,12 +95,13 @@ func NewSubscriber(r *Router, cfg sinks.Config, group string, log zerolog.Logger
 		SetUsername(cfg.Username).
 		SetPassword(cfg.Password).
 		SetAutoAckDisabled(true).
-		SetOrderMatters(false). // the handler only queues; it must never block paho
-		SetOnConnectHandler(s.subscribe).
+		SetOrderMatters(true). // handlers run in arrival order, on paho's goroutine: receive only queues
+		SetOnConnectHandler(s.onConnect).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			s.setSubscribed(0, false, nil)
 			s.log.Warn().Err(err).Msg("lost the external broker; unacknowledged messages will be redelivered")
 		}).
-		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { s.incoming <- m })
+		SetDefaultPublishHandler(s.receive)
 	if cfg.TLS != nil {
 		tlsCfg, err := cfg.TLS.Config()
 		if err != nil {
@@ -87,50 +119,132 @@ func (s *Subscriber) Start() {
 	go s.run()
 }
 
-func (s *Subscriber) subscribe(c paho.Client) {
+// Ready returns nil while the subscriber is connected to the external broker
+// with its shared subscription in place; otherwise an error wrapping
+// ErrNotSubscribed says why.
+func (s *Subscriber) Ready() error {
+	if !s.client.IsConnectionOpen() {
+		return fmt.Errorf("%w: not connected", ErrNotSubscribed)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.subscribed:
+		return nil
+	case s.subErr != nil:
+		return fmt.Errorf("%w: the shared subscription failed: %w", ErrNotSubscribed, s.subErr)
+	default:
+		return fmt.Errorf("%w: subscribing", ErrNotSubscribed)
+	}
+}
+
+// receive is paho's message handler: it queues and returns at once.
+func (s *Subscriber) receive(_ paho.Client, m paho.Message) {
+	if !s.queue.push(m) {
+		s.router.metrics.externalDropped.Inc()
+		s.log.Debug().Str("topic", m.Topic()).Msg("QoS 0 message dropped: too many waiting to be routed")
+	}
+}
+
+// onConnect runs on a goroutine of its own for each (re)connection. It
+// subscribes, retrying with back-off until the broker grants every filter,
+// the connection is lost, or the subscriber closes. Paho does not subscribe
+// again by itself, and disconnecting here would end its reconnecting for good.
+func (s *Subscriber) onConnect(c paho.Client) {
+	s.mu.Lock()
+	s.conn++
+	conn := s.conn
+	s.subscribed, s.subErr = false, nil
+	s.mu.Unlock()
 	if len(s.filters) == 0 {
+		s.setSubscribed(conn, true, nil)
 		return
 	}
-	subs := map[string]byte{}
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.subscribe(c)
+		if !s.setSubscribed(conn, err == nil, err) {
+			return // a newer connection subscribes
+		}
+		if err == nil {
+			s.log.Info().Strs("filters", s.filters).Str("group", s.group).Msg("routing from the external broker")
+			return
+		}
+		s.log.Error().Err(err).Dur("retry_in", backoff).Msg("shared subscription failed; nothing is routed from the external broker until it succeeds")
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if !c.IsConnectionOpen() {
+			return // the next connection subscribes
+		}
+		backoff = min(backoff*2, s.maxBackoff)
+	}
+}
+
+// setSubscribed records the outcome of subscribing on connection conn (0:
+// the connection is lost) and reports whether conn is still the current one.
+func (s *Subscriber) setSubscribed(conn uint64, ok bool, err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if conn == 0 {
+		s.subscribed = false
+		return false
+	}
+	if conn != s.conn {
+		return false
+	}
+	s.subscribed, s.subErr = ok, err
+	return true
+}
+
+// subscribe sends one SUBSCRIBE for every filter and checks that the broker
+// granted each (a SUBACK code of 0x80 or above is a refusal, which paho does
+// not report as an error).
+func (s *Subscriber) subscribe(c paho.Client) error {
+	subs := make(map[string]byte, len(s.filters))
 	for _, f := range s.filters {
 		subs["$share/"+s.group+"/"+f] = 1
 	}
 	tok := c.SubscribeMultiple(subs, nil) // messages arrive at the default handler
-	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		s.log.Error().Err(tok.Error()).Msg("shared subscription failed; reconnecting")
-		c.Disconnect(0)
-		return
+	if !tok.WaitTimeout(10 * time.Second) {
+		return errors.New("no SUBACK within 10s")
 	}
-	s.log.Info().Strs("filters", s.filters).Str("group", s.group).Msg("routing from the external broker")
+	if err := tok.Error(); err != nil {
+		return err
+	}
+	var refused []string
+	if st, ok := tok.(*paho.SubscribeToken); ok {
+		for f, code := range st.Result() {
+			if code >= 0x80 {
+				refused = append(refused, f)
+			}
+		}
+	}
+	if len(refused) > 0 {
+		sort.Strings(refused)
+		return fmt.Errorf("the broker refused %s (check its ACL for this client)", strings.Join(refused, ", "))
+	}
+	return nil
 }
 
-// run routes what arrives in batches and acknowledges in arrival order, as
-// MQTT asks. A batch that cannot be made safe (an outbox full) is retried
-// until it can: holding the acks is the back-pressure.
+// run routes what arrives in batches and acknowledges each batch in arrival
+// order, as MQTT asks. A batch that cannot be made safe (an outbox full) is
+// retried until it can: holding the acks is the back-pressure.
 func (s *Subscriber) run() {
 	defer close(s.done)
+	go func() { <-s.ctx.Done(); s.queue.close() }()
 	for {
-		var batch []paho.Message
-		select {
-		case <-s.ctx.Done():
+		batch := s.queue.take(replayBatch)
+		if batch == nil {
 			return
-		case m := <-s.incoming:
-			batch = append(batch, m)
-		}
-	more:
-		for len(batch) < replayBatch {
-			select {
-			case m := <-s.incoming:
-				batch = append(batch, m)
-			default:
-				break more
-			}
 		}
 		msgs := make([]bus.Message, len(batch))
 		now := s.router.now()
 		for i, m := range batch {
 			msgs[i] = bus.Message{Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retain: m.Retained(), Headers: map[string]string{
-				bus.HeaderMsgID:      contentMsgID(m.Topic(), m.Payload()),
+				bus.HeaderMsgID:      s.msgID(),
 				bus.HeaderSource:     SourceMQTT,
 				bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
 			}}
@@ -155,19 +269,18 @@ func (s *Subscriber) run() {
 	}
 }
 
-// contentMsgID de-duplicates by content: an MQTT 3.1.1 subscriber sees no
-// headers, so a message redelivered by the broker can only be recognised by
-// its topic and payload.
-func contentMsgID(topic string, payload []byte) string {
-	h := sha256.New()
-	h.Write([]byte(topic))
-	h.Write([]byte{0})
-	h.Write(payload)
-	return "mqtt-" + hex.EncodeToString(h.Sum(nil)[:16])
+// msgID is a de-duplication id made when a message is received: it travels
+// with the message through the sinks' retries and the outbox, so those are
+// stored once, while two identical messages (heartbeats) are two. A
+// redelivery by the external broker (after a reconnect) gets a new id: MQTT
+// 3.1.1 carries no header that could say it is the same message, so it may
+// be stored twice, as at-least-once allows.
+func (s *Subscriber) msgID() string {
+	return s.idPrefix + strconv.FormatUint(s.seq.Add(1), 10)
 }
 
 // Close stops routing and disconnects. Messages received but not acknowledged
-// are redelivered, to this bridge or another, after the reconnect.
+// are redelivered when this client id connects again.
 func (s *Subscriber) Close(ctx context.Context) error {
 	s.once.Do(func() {
 		s.cancel()
@@ -178,6 +291,65 @@ func (s *Subscriber) Close(ctx context.Context) error {
 		s.client.Disconnect(250)
 	})
 	return nil
+}
+
+// queue holds received messages until the worker routes them. push never
+// blocks, so paho's goroutine never waits on routing.
+type queue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	items  []paho.Message
+	qos0   int // QoS 0 messages in items
+	closed bool
+}
+
+func (q *queue) init() { q.cond = sync.NewCond(&q.mu) }
+
+// push appends m, or drops it when it is QoS 0 and maxQoS0Queued are waiting
+// already; it reports whether m was queued.
+func (q *queue) push(m paho.Message) bool {
+	q.mu.Lock()
+	if m.Qos() == 0 {
+		if q.qos0 >= maxQoS0Queued {
+			q.mu.Unlock()
+			return false
+		}
+		q.qos0++
+	}
+	q.items = append(q.items, m)
+	q.mu.Unlock()
+	q.cond.Signal()
+	return true
+}
+
+// take waits for messages and returns up to n of them, oldest first; nil
+// once the queue is closed.
+func (q *queue) take(n int) []paho.Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return nil
+	}
+	n = min(n, len(q.items))
+	batch := append([]paho.Message(nil), q.items[:n]...)
+	clear(q.items[:n])
+	q.items = q.items[n:]
+	for _, m := range batch {
+		if m.Qos() == 0 {
+			q.qos0--
+		}
+	}
+	return batch
+}
+
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
 }
 
 // routeFilters is the smallest set of the routes' filters that covers them

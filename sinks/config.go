@@ -118,6 +118,9 @@ func (c *Config) Validate() error {
 		notFor(&p, c.Type, "token", c.Token != "")
 		notFor(&p, c.Type, "creds_file", c.CredsFile != "")
 		notFor(&p, c.Type, "stream", c.Stream != nil)
+		if c.MaxReconnectInterval <= 0 {
+			p.Add("max_reconnect_interval", "must be positive, for example 30s")
+		}
 	default:
 		p.Add("type", "%q is not a sink type; use nats, jetstream or mqtt", c.Type)
 	}

@@ -200,7 +200,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return fmt.Errorf("sink %s: publish %s: %w: %w", s.name, f.Msg().Subject, bus.ErrUnavailable, err)
+			return fmt.Errorf("sink %s: publish %s: %w", s.name, f.Msg().Subject, classifyAck(err))
 		case <-ctx.Done():
 			return fmt.Errorf("sink %s: waiting for acks: %w: %w", s.name, bus.ErrUnavailable, ctx.Err())
 		}
@@ -215,6 +215,23 @@ func classify(err error) error {
 		return bus.ErrInvalid
 	}
 	return bus.ErrUnavailable
+}
+
+// classifyAck tells a JetStream ack error that no retry can fix (the
+// message exceeds the stream's max_msg_size) from one that may pass (a
+// timeout, a leader election, a stream that is full for now). No answer
+// from any stream is taken as passing too, since a stream being created or
+// recovered gives it, but the error says what else it may mean.
+func classifyAck(err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return fmt.Errorf("%w: %w", bus.ErrInvalid, err)
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		return fmt.Errorf("%w: %w (is the subject inside the stream's subjects?)", bus.ErrUnavailable, err)
+	default:
+		return fmt.Errorf("%w: %w", bus.ErrUnavailable, err)
+	}
 }
 
 // natsMsg carries the message's headers as NATS headers; Nats-Msg-Id among

@@ -2,6 +2,7 @@ package sinks_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +240,38 @@ func TestEmbeddedBrokerConformance(t *testing.T) {
 		Dest:       mqttDest,
 		MaxPayload: 4 << 20,
 	})
+}
+
+// TestJetStreamTellsAMessageTooLargeForTheStream: a message over the
+// stream's max_msg_size can never be stored, so it fails with bus.ErrInvalid
+// (the router drops and counts it) instead of stalling an outbox for good.
+func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
+	srv := testnats.Start(t)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 64}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
+	cfg.Stream.Create = false // the stream above, with its limit
+	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	deadline := time.Now().Add(testkit.Timeout)
+	for !s.Ready() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling the connection
+	}
+	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.small", Payload: []byte("x")}); err != nil {
+		t.Fatalf("a small message: %v", err)
+	}
+	err = s.Publish(context.Background(), bus.Message{Topic: "sinktest.large", Payload: make([]byte, 1024)})
+	if !errors.Is(err, bus.ErrInvalid) || errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("a message over max_msg_size: %v, want bus.ErrInvalid only", err)
+	}
 }
