@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -207,6 +207,7 @@ type pipeline struct {
 	session *session
 	slots   chan struct{} // one per message not yet acked; full blocks the client's reads
 	acks    bytes.Buffer  // the PUBACKs of the batch being acked; only run uses it
+	msgs    []bus.Message // the batch's messages, for Route; only run uses it
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -238,20 +239,30 @@ func (p *pipeline) close() {
 }
 
 // take waits for messages and returns up to replayBatch of them; nil once
-// the client is gone and nothing is left.
-func (p *pipeline) take() []item {
+// the client is gone and nothing is left. spare is the previous batch, done
+// with: its array takes the messages that arrive next, so that a busy
+// client's items (each a whole packet) are neither reallocated nor copied
+// again batch after batch.
+func (p *pipeline) take(spare []item) []item {
+	clear(spare) // drop the old packets' payloads before the array waits for new ones
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.items) == 0 && !p.closed {
 		p.cond.Wait()
 	}
-	n := min(len(p.items), replayBatch)
-	if n == 0 {
+	n := len(p.items)
+	switch {
+	case n == 0:
 		return nil
+	case n <= replayBatch:
+		batch := p.items
+		p.items = spare[:0]
+		return batch
+	default:
+		batch := append(spare[:0], p.items[:replayBatch]...)
+		p.items = append(p.items[:0], p.items[replayBatch:]...)
+		return batch
 	}
-	batch := append([]item(nil), p.items[:n]...)
-	p.items = p.items[n:]
-	return batch
 }
 
 // run routes batches and then, in arrival order, delivers each message
@@ -261,16 +272,18 @@ func (p *pipeline) take() []item {
 // promise nothing and are delivered locally either way.
 func (p *pipeline) run() {
 	h := p.hook
+	var batch []item
 	for {
-		batch := p.take()
+		batch = p.take(batch)
 		if batch == nil {
 			return
 		}
-		msgs := make([]bus.Message, len(batch))
+		p.msgs = p.msgs[:0]
 		for i := range batch {
-			msgs[i] = batch[i].msg
+			p.msgs = append(p.msgs, batch[i].msg)
 		}
-		err := h.router.Route(context.Background(), msgs...)
+		err := h.router.Route(context.Background(), p.msgs...) // Route keeps no reference to p.msgs
+		clear(p.msgs)
 		v5 := p.cl.Properties.ProtocolVersion == 5
 		if err != nil {
 			h.refused(p.cl, batch[0].pk, err)
@@ -342,6 +355,10 @@ type sessionEntry struct {
 // long as mochi keeps the session, across the client's reconnects.
 type session struct {
 	nonce [16]byte // random, so that no two sessions (nor two bridge runs) share ids
+	// seed keys the hash of a message's identity. Ids only need to agree
+	// within one session (a resend and its first sending), so a random seed
+	// per session is enough, and maphash costs a fraction of a SHA-256.
+	seed maphash.Seed
 
 	mu      sync.Mutex
 	lastPID uint16 // packet id of the last new (DUP=0) QoS 1 or 2 message
@@ -350,7 +367,7 @@ type session struct {
 }
 
 func newSession() *session {
-	s := &session{}
+	s := &session{seed: maphash.MakeSeed()}
 	_, _ = rand.Read(s.nonce[:]) // crypto/rand.Read never fails
 	return s
 }
@@ -395,16 +412,21 @@ func (s *session) msgID(pk packets.Packet) string {
 		binary.BigEndian.PutUint64(n[1:9], cycle)
 	}
 	s.mu.Unlock()
-	h := sha256.New()
-	h.Write(s.nonce[:])
+	var h maphash.Hash
+	h.SetSeed(s.seed)
 	if n[0] == 0 {
 		h.Write(n[:9])
 	} else {
 		binary.BigEndian.PutUint16(n[9:], pk.PacketID)
 		h.Write(n[:])
-		h.Write([]byte(pk.TopicName))
-		h.Write([]byte{0})
+		h.WriteString(pk.TopicName)
+		h.WriteByte(0)
 		h.Write(pk.Payload)
 	}
-	return "mqtt-" + hex.EncodeToString(h.Sum(nil)[:16])
+	// "mqtt-", the session's nonce and the hash, in hex: 5+32+16 bytes.
+	var id [5 + 32 + 16]byte
+	copy(id[:], "mqtt-")
+	hex.Encode(id[5:37], s.nonce[:])
+	hex.Encode(id[37:], binary.BigEndian.AppendUint64(nil, h.Sum64()))
+	return string(id[:])
 }

@@ -189,6 +189,9 @@ func (r *Router) match(msgs []bus.Message) [][]bus.Message {
 				rt.log.Error().Err(err).Str("topic", m.Topic).Msg("message cannot be addressed for this sink; dropped for this route")
 				continue
 			}
+			if batches[i] == nil {
+				batches[i] = make([]bus.Message, 0, len(msgs)-j)
+			}
 			batches[i] = append(batches[i], out)
 		}
 	}
