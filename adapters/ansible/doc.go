@@ -1,7 +1,8 @@
 // Package ansible is the bridge's intake for the Ansible callback plugin
 // (callback_plugins/firehose.py): POST /ansible/v1/events takes one event or
 // a JSON array of them, validates each against payloads/ansible, and
-// publishes each event's own bytes on the OpenStack firehose's topics:
+// publishes each event's own bytes, minus its event_id (the de-duplication
+// id), on the OpenStack firehose's topics:
 //
 //	ansible/playbook/<playbook_id>/action/start
 //	ansible/playbook/<playbook_id>/action/finish/<OK|FAILED>
@@ -14,6 +15,6 @@
 // apart.
 //
 // It must not re-encode events (subscribers get the plugin's JSON as it was
-// sent), make topics by hand, or talk to a broker other than through
+// sent, with only the event_id member cut out), make topics by hand, or talk to a broker other than through
 // bus.Publisher.
 package ansible

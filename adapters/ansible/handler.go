@@ -147,7 +147,8 @@ type problem struct {
 }
 
 // messages turns a body, one event or an array of them, into bus messages,
-// and counts them by type. Each payload is the event's own bytes.
+// and counts them by type. Each payload is the event's own bytes minus its
+// event_id member.
 func (h *Handler) messages(body []byte) (msgs []bus.Message, counts [len(eventTypes)]int, _ *problem) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
@@ -155,7 +156,7 @@ func (h *Handler) messages(body []byte) (msgs []bus.Message, counts [len(eventTy
 	}
 	now := h.now()
 	if body[0] != '[' {
-		msg, t, err := h.message(body, now, payload.Parse)
+		msg, t, err := h.message(body, now, payload.ParsePayload)
 		if err != nil {
 			return nil, counts, &problem{http.StatusBadRequest, err.Error(), err.Field}
 		}
@@ -172,7 +173,7 @@ func (h *Handler) messages(body []byte) (msgs []bus.Message, counts [len(eventTy
 	}
 	msgs = make([]bus.Message, 0, len(events))
 	for i, raw := range events {
-		msg, t, err := h.message(raw, now, payload.ParseValid) // Split checked the whole body
+		msg, t, err := h.message(raw, now, payload.ParseValidPayload) // Split checked the whole body
 		if err != nil {
 			field := "[" + strconv.Itoa(i) + "]"
 			if err.Field != "" {
@@ -187,9 +188,10 @@ func (h *Handler) messages(body []byte) (msgs []bus.Message, counts [len(eventTy
 }
 
 // message validates one event with parse and makes its message; typ
-// indexes eventTypes.
-func (h *Handler) message(raw []byte, now time.Time, parse func([]byte) (payload.Event, error)) (_ bus.Message, typ int, _ *payload.FieldError) {
-	ev, err := parse(raw)
+// indexes eventTypes. The payload is the event without event_id, which is
+// the de-duplication id, not a schema field.
+func (h *Handler) message(raw []byte, now time.Time, parse func([]byte) (payload.Event, []byte, error)) (_ bus.Message, typ int, _ *payload.FieldError) {
+	ev, body, err := parse(raw)
 	if err != nil {
 		var fe *payload.FieldError
 		if errors.As(err, &fe) {
@@ -206,7 +208,7 @@ func (h *Handler) message(raw []byte, now time.Time, parse func([]byte) (payload
 		}
 		return bus.Message{}, 0, &payload.FieldError{Msg: err.Error()}
 	}
-	return bus.NewMessage(Source, dedupID(ev, raw), topic, raw, now), typ, nil
+	return bus.NewMessage(Source, dedupID(ev, raw), topic, body, now), typ, nil
 }
 
 // topic builds the event's topic; the host level is the inventory host the

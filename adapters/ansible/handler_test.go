@@ -152,11 +152,14 @@ func TestGolden(t *testing.T) {
 }
 
 // TestPayloadUntouched checks that the published payload is the event's own
-// bytes, whitespace and key order included, for single events and batches.
+// bytes, whitespace and key order included, for single events and batches,
+// but for its event_id (the de-duplication id, not a schema field), which is
+// cut out.
 func TestPayloadUntouched(t *testing.T) {
 	in := startIntake(t, DefaultConfig())
-	ev := `{ "ansible_type" : "finish", "status":"OK",  "playbook_name":"é \u00e9", "playbook_id":"p1", "zzz": [1, 2.50, {"a":null}] }`
-	for _, body := range []string{"\n  " + ev + "\n", "[" + ev + " ,\n" + ev + "]"} {
+	ev := `{ "ansible_type" : "finish", "status":"OK",  "playbook_name":"é \u00e9", "playbook_id":"p1", "zzz": [1, 2.50, {"a":null, "event_id":"x"}] }`
+	withID := strings.Replace(ev, `"status":"OK",  `, `"status":"OK",  "event_id" : "e-1",`, 1)
+	for _, body := range []string{"\n  " + withID + "\n", "[" + withID + " ,\n" + ev + "]"} {
 		if code, answer := in.post(t, body); code != http.StatusOK {
 			t.Fatalf("got %d %v", code, answer)
 		}
@@ -279,8 +282,8 @@ func TestMethodAndPath(t *testing.T) {
 }
 
 // TestMessages checks the messages of a batch: headers, de-dup ids (the
-// plugin's event_id, else the SHA-256 of the event), topics with a custom
-// prefix, and the metrics.
+// plugin's event_id, else the SHA-256 of the event), payloads without
+// event_id, topics with a custom prefix, and the metrics.
 func TestMessages(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TopicPrefix = "site1/ansible"
@@ -314,9 +317,12 @@ func TestMessages(t *testing.T) {
 		t.Fatalf("got %d messages", len(msgs))
 	}
 	for i, m := range msgs {
+		// The payload is the event without its event_id, which became
+		// the de-duplication id.
+		payload := bytes.Replace(events[i], []byte(`"event_id":"`+want[i].id+`",`), nil, 1)
 		if m.Topic != want[i].topic || m.Headers[bus.HeaderMsgID] != want[i].id ||
 			m.Headers[bus.HeaderSource] != "ansible" || m.Headers[bus.HeaderReceivedAt] != "2026-01-02T03:04:05.000000006Z" ||
-			m.QoS != 1 || m.Retain || !bytes.Equal(m.Payload, events[i]) {
+			m.QoS != 1 || m.Retain || !bytes.Equal(m.Payload, payload) || bytes.Contains(m.Payload, []byte("event_id")) {
 			t.Errorf("message %d: %+v", i, m)
 		}
 	}

@@ -198,7 +198,7 @@ func TestPlaybook(t *testing.T) {
 			t.Fatalf("the playbook should fail (gamma fails, down is unreachable):\n%s", base.output)
 		}
 		want := map[string]map[string]int{
-			"alpha":       {"ok": 7, "changed": 4, "unreachable": 0, "failed": 0, "skipped": 1, "rescued": 0, "ignored": 2},
+			"alpha":       {"ok": 10, "changed": 6, "unreachable": 0, "failed": 0, "skipped": 1, "rescued": 0, "ignored": 2},
 			"web/01+blue": {"ok": 5, "changed": 3, "unreachable": 0, "failed": 0, "skipped": 2, "rescued": 0, "ignored": 1},
 			"gamma":       {"ok": 5, "changed": 3, "unreachable": 0, "failed": 1, "skipped": 1, "rescued": 0, "ignored": 1},
 			"down":        {"ok": 0, "changed": 0, "unreachable": 1, "failed": 0, "skipped": 0, "rescued": 0, "ignored": 0},
@@ -323,7 +323,7 @@ func checkEvents(t *testing.T, got []testkit.Received, pb *playbook, recap map[s
 	}
 	wantTopics := map[string]int{
 		"action/start":                 2,
-		"task/alpha/OK":                5,
+		"task/alpha/OK":                8, // async failure forgiven by failed_when: OK only
 		"task/alpha/FAILED":            2, // ignored failure, async failure (published once)
 		"task/alpha/SKIPPED":           1,
 		"task/gamma/OK":                4,
@@ -343,14 +343,15 @@ func checkEvents(t *testing.T, got []testkit.Received, pb *playbook, recap map[s
 		t.Errorf("topics (under %s):\n got %v\nwant %v", prefix, topicCount, wantTopics)
 	}
 
+	// Exactly the schema's fields: the plugin's event_id, the
+	// de-duplication id, is not published.
 	wantKeys := map[string][]string{
-		"start": {"ansible_type", "event_id", "host", "playbook_id", "playbook_name", "session", "status"},
-		"task":  {"ansible_host", "ansible_result", "ansible_task", "ansible_type", "event_id", "host", "playbook_id", "playbook_name", "session", "status"},
+		"start": {"ansible_type", "host", "playbook_id", "playbook_name", "session", "status"},
+		"task":  {"ansible_host", "ansible_result", "ansible_task", "ansible_type", "host", "playbook_id", "playbook_name", "session", "status"},
 		// As in the firehose schema, stats and finish have no ansible_type.
-		"stats":  {"ansible_host", "event_id", "host", "playbook_id", "playbook_name", "stats"},
-		"finish": {"event_id", "playbook_id", "playbook_name", "status"},
+		"stats":  {"ansible_host", "host", "playbook_id", "playbook_name", "stats"},
+		"finish": {"playbook_id", "playbook_name", "status"},
 	}
-	eventIDs := map[string]bool{}
 	var starts []string
 	tasks := map[string]int{}
 	for _, m := range got {
@@ -381,11 +382,6 @@ func checkEvents(t *testing.T, got []testkit.Received, pb *playbook, recap map[s
 		}
 		if h, ok := e["host"]; ok && h != hostname {
 			t.Errorf("%s: host %v, want the controller %q", m.Topic, h, hostname)
-		}
-		if eid := e.str("event_id"); len(eid) != 36 || eventIDs[eid] {
-			t.Errorf("%s: event_id %q missing or repeated", m.Topic, eid)
-		} else {
-			eventIDs[eid] = true
 		}
 		level := func(i int) string {
 			l, err := topics.Unescape(strings.Split(strings.TrimPrefix(m.Topic, prefix), "/")[i])
@@ -433,14 +429,17 @@ func checkEvents(t *testing.T, got []testkit.Received, pb *playbook, recap map[s
 	if !slices.Equal(starts, []string{"firehose test play", "second play"}) {
 		t.Errorf("play starts %v", starts)
 	}
-	for _, k := range []string{
-		"TASK: succeed down UNREACHABLE", "TASK: change something web/01+blue OK",
-		"TASK: fail but ignored gamma FAILED", "TASK: secret task alpha OK", "TASK: secret loop gamma OK",
-		"TASK: async failure alpha FAILED", "TASK: async failure gamma SKIPPED",
-		"TASK: fail for real gamma FAILED", "TASK: fail for real alpha SKIPPED", "TASK: still here alpha OK",
+	for k, n := range map[string]int{
+		"TASK: succeed down UNREACHABLE": 1, "TASK: change something web/01+blue OK": 1,
+		"TASK: fail but ignored gamma FAILED": 1, "TASK: secret task alpha OK": 1, "TASK: secret loop gamma OK": 1,
+		"TASK: async failure alpha FAILED": 1, "TASK: async failure gamma SKIPPED": 1,
+		"TASK: fail for real gamma FAILED": 1, "TASK: fail for real alpha SKIPPED": 1, "TASK: still here alpha OK": 1,
+		"TASK: loop and register alpha OK": 1, "TASK: show a registered result alpha OK": 1,
+		// The async poll failed, but failed_when forgave it: one OK, no FAILED.
+		"TASK: async failure forgiven alpha OK": 1, "TASK: async failure forgiven alpha FAILED": 0,
 	} {
-		if tasks[k] != 1 {
-			t.Errorf("want one %q event, got %d (all: %v)", k, tasks[k], tasks)
+		if tasks[k] != n {
+			t.Errorf("want %d %q event(s), got %d (all: %v)", n, k, tasks[k], tasks)
 		}
 	}
 }
@@ -484,6 +483,18 @@ func checkTask(t *testing.T, topic string, e event, host, status string) {
 		}
 	case "TASK: fail for real":
 		if status == "FAILED" && result["msg"] != "gamma fails" {
+			t.Errorf("%s: %s", topic, raw)
+		}
+	case "TASK: show a registered result":
+		// The registered result is there, without its invocation (checked
+		// above for the whole result).
+		reg, _ := result["loop_result"].(map[string]any)
+		items, _ := reg["results"].([]any)
+		if len(items) != 1 || items[0].(map[string]any)["stdout"] != "looped" {
+			t.Errorf("%s: %s", topic, raw)
+		}
+	case "TASK: async failure forgiven":
+		if result["rc"] != 1.0 || result["failed_when_result"] != false {
 			t.Errorf("%s: %s", topic, raw)
 		}
 	}

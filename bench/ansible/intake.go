@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/bus"
+	payload "github.com/opsfirehose/firehose/payloads/ansible"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -90,7 +91,8 @@ func busBatches(bodies [][]byte) ([][]bus.Message, error) {
 			if err != nil {
 				return nil, err
 			}
-			out[i] = append(out[i], bus.NewMessage("ansible", e.EventID, topic, ev, now))
+			// What the intake publishes: the event without its event_id.
+			out[i] = append(out[i], bus.NewMessage("ansible", e.EventID, topic, payload.WithoutEventID(ev), now))
 		}
 	}
 	return out, nil

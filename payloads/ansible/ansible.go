@@ -4,7 +4,8 @@
 // firehose schema, stats and finish events do not, and are told apart by
 // the stats event's "stats" and "ansible_host". It decodes only what is needed to validate an event
 // and to route it; the event's bytes are the payload and are never
-// re-encoded.
+// re-encoded, only cut: [WithoutEventID] removes the de-duplication id,
+// which is not a schema field.
 package ansible
 
 import (
@@ -95,6 +96,11 @@ type wire struct {
 	AnsibleTask   *string `json:"ansible_task"`
 	AnsibleResult kind    `json:"ansible_result"`
 	Stats         *stats  `json:"stats"`
+
+	// cutFrom and cutTo are what to remove for the payload: the event_id
+	// member and a comma next to it. scan sets them; cutTo is 0 when the
+	// event has no event_id.
+	cutFrom, cutTo int
 }
 
 // kind records the JSON type of a value without keeping it, so that a large
@@ -147,6 +153,35 @@ func ParseValid(data []byte) (Event, error) {
 		return parseSlow(data)
 	}
 	return check(&w)
+}
+
+// ParsePayload is [Parse] that also returns the payload to publish: data
+// without its event_id, exactly as [WithoutEventID] returns it, found in the
+// same pass over data in the common case. The payload is nil on error.
+func ParsePayload(data []byte) (Event, []byte, error) {
+	if !json.Valid(data) {
+		ev, err := parseSlow(data)
+		return ev, nil, err
+	}
+	return ParseValidPayload(data)
+}
+
+// ParseValidPayload is [ParsePayload] for data already known to be valid
+// JSON, such as an element returned by [Split].
+func ParseValidPayload(data []byte) (Event, []byte, error) {
+	var w wire
+	if !scan(data, &w) {
+		ev, err := parseSlow(data)
+		if err != nil {
+			return ev, nil, err
+		}
+		return ev, WithoutEventID(data), nil
+	}
+	ev, err := check(&w)
+	if err != nil {
+		return ev, nil, err
+	}
+	return ev, cut(data, w.cutFrom, w.cutTo), nil
 }
 
 // parseSlow decodes with encoding/json, whose errors name the field and the

@@ -110,14 +110,18 @@ func TestParseInvalid(t *testing.T) {
 }
 
 // FuzzParse checks that Parse never panics, that a valid event always has
-// what its topic needs, and that an error always says what is wrong.
+// what its topic needs, that an error always says what is wrong, and that
+// WithoutEventID removes exactly the members encoding/json reads as
+// event_id.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{startOK, taskOK, statsOK, finishOK, statsTyped, finishTyped, `{}`, `[]`, `null`, `{"ansible_type":"task","ansible_result":"x"}`,
 		`{"Status":"OK","status":"FAILED","playbook_id":"p","playbook_name":""}`,
 		`{"status":"OK","STATUS":"FAILED","playbook_id":"p","playbook_name":""}`,
 		`{"st\u0061tus":"FAILED","playbook_id":"p\u002Fq","playbook_name":"\ud800"}`,
 		"{\"ſtatus\":\"FAILED\",\"playbook_id\":\"\xff\",\"playbook_name\":null,\"playbook_name\":\"x\"}",
-		`{"ansible_type":1}`, ` {"playbook_id":"p","playbook_name":"n","status":"OK","a":[{"}":"]"}]} `} {
+		`{"ansible_type":1}`, ` {"playbook_id":"p","playbook_name":"n","status":"OK","a":[{"}":"]"}]} `,
+		`{"playbook_id":"p","EVENT_ID":"x","playbook_name":"n","status":"OK","event\u005fid":"y"}`,
+		` { "event_id" : "e" , "playbook_id":"p","playbook_name":"n","status":"OK" , "Event_ID":"f" } `} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -126,6 +130,13 @@ func FuzzParse(f *testing.F) {
 		slowEv, slowErr := parseSlow(data)
 		if ev != slowEv || fmt.Sprint(err) != fmt.Sprint(slowErr) {
 			t.Fatalf("Parse: %+v, %v\nencoding/json: %+v, %v", ev, err, slowEv, slowErr)
+		}
+		checkWithoutEventID(t, data, ev, err)
+		// The payload found while parsing is WithoutEventID's.
+		ev3, body, err3 := ParsePayload(data)
+		if ev3 != ev || fmt.Sprint(err3) != fmt.Sprint(err) || (err == nil) != (body != nil) ||
+			(err == nil && string(body) != string(WithoutEventID(data))) {
+			t.Fatalf("ParsePayload: %+v, %q, %v; Parse: %+v, %v; WithoutEventID: %q", ev3, body, err3, ev, err, WithoutEventID(data))
 		}
 		// And Split with ParseValid must see an array as encoding/json does.
 		if !json.Valid(data) {
@@ -137,6 +148,10 @@ func FuzzParse(f *testing.F) {
 		}
 		if ev2, err2 := ParseValid(elems[0]); ev2 != ev || fmt.Sprint(err2) != fmt.Sprint(err) {
 			t.Fatalf("ParseValid of the element: %+v, %v; Parse: %+v, %v", ev2, err2, ev, err)
+		}
+		if ev2, body2, err2 := ParseValidPayload(elems[0]); ev2 != ev || fmt.Sprint(err2) != fmt.Sprint(err) ||
+			(err == nil && string(body2) != string(WithoutEventID(elems[0]))) {
+			t.Fatalf("ParseValidPayload of the element: %+v, %q, %v; ParsePayload: %+v, %v", ev2, body2, err2, ev, err)
 		}
 		if err != nil {
 			var fe *FieldError
@@ -190,6 +205,81 @@ func TestSplit(t *testing.T) {
 		}
 		if err != nil || fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
 			t.Errorf("%s: got %q %v, want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestWithoutEventID(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"first", startOK, `{"status":"OK","host":"ctl","session":"s","playbook_name":"all","playbook_id":"p1","ansible_type":"start"}`},
+		{"middle, with spaces", `{ "a" : 1 ,  "event_id" : "e" , "b":[2] }`, `{ "a" : 1 ,  "b":[2] }`},
+		{"last", `{"a":1, "event_id":"e"}`, `{"a":1}`},
+		{"only", ` { "event_id":"e" } `, ` {  } `},
+		{"none", finishOK, finishOK},
+		{"nested ones stay", `{"event_id":"e","r":{"event_id":"x"},"l":["event_id"]}`, `{"r":{"event_id":"x"},"l":["event_id"]}`},
+		{"every variant encoding/json reads", `{"EVENT_ID":1,"a":"event_id","event\u005Fid":2,"b":{},"Event_Id":null}`, `{"a":"event_id","b":{}}`},
+		{"several in a row", `{"a":1,"event_id":1,"event_id":2,"event_id":3}`, `{"a":1}`},
+		{"several, nothing else", `{"event_id":1,"event_id":2}`, `{}`},
+		{"similar keys stay", `{"event_ids":1,"event-id":2,"xevent_id":3,"event_\u0131d":4}`, `{"event_ids":1,"event-id":2,"xevent_id":3,"event_\u0131d":4}`},
+		{"not an object", `["event_id"]`, `["event_id"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			got := WithoutEventID(in)
+			if string(got) != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+			// As an event, the same payload comes from parsing.
+			ev := []byte(strings.Replace(tc.in, "{", `{"playbook_id":"p","playbook_name":"n","status":"OK",`, 1))
+			if _, body, err := ParsePayload(ev); err == nil && string(body) != string(WithoutEventID(ev)) {
+				t.Fatalf("ParsePayload: %s, want %s", body, WithoutEventID(ev))
+			}
+			if string(in) != tc.in {
+				t.Fatalf("the input was modified: %s", in)
+			}
+		})
+	}
+}
+
+// checkWithoutEventID checks WithoutEventID against encoding/json: the
+// members left are exactly the others, and the event parses as before,
+// without its event_id.
+func checkWithoutEventID(t *testing.T, data []byte, ev Event, err error) {
+	t.Helper()
+	orig := string(data)
+	out := WithoutEventID(data)
+	if string(data) != orig {
+		t.Fatalf("WithoutEventID modified its input")
+	}
+	if !json.Valid(data) {
+		return // only checked not to panic
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(data, &members) != nil || members == nil {
+		if string(out) != orig {
+			t.Fatalf("WithoutEventID changed a non-object: %q -> %q", data, out)
+		}
+		return
+	}
+	var w struct {
+		EventID json.RawMessage `json:"event_id"`
+	}
+	for k := range members {
+		if strings.EqualFold(k, "event_id") {
+			delete(members, k)
+		}
+	}
+	var got map[string]json.RawMessage
+	if e := json.Unmarshal(out, &got); e != nil || json.Unmarshal(out, &w) != nil || w.EventID != nil {
+		t.Fatalf("WithoutEventID(%q) = %q: %v, event_id %s", data, out, e, w.EventID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(members) {
+		t.Fatalf("WithoutEventID(%q) = %q: members %v, want %v", data, out, got, members)
+	}
+	if err == nil {
+		ev.EventID = ""
+		if ev2, err2 := Parse(out); ev2 != ev || err2 != nil {
+			t.Fatalf("Parse(WithoutEventID(%q)) = %+v, %v; want %+v", data, ev2, err2, ev)
 		}
 	}
 }

@@ -58,7 +58,9 @@ func scan(data []byte, w *wire) bool {
 		return false
 	}
 	i = skipSpace(data, i+1)
+	prevEnd := -1 // end of the last member other than event_id
 	for i < len(data) && data[i] == '"' {
+		start := i
 		kend := skipValue(data, i)
 		key := data[i+1 : kend-1]
 		i = skipSpace(data, kend)
@@ -85,8 +87,18 @@ func scan(data []byte, w *wire) bool {
 			}
 		}
 		i = skipSpace(data, vend)
-		if i < len(data) && data[i] == ',' {
+		last := i >= len(data) || data[i] != ','
+		if !last {
 			i = skipSpace(data, i+1)
+		}
+		if string(key) != eventIDKey {
+			prevEnd = vend
+		} else if w.cutTo != 0 {
+			return false // event_id twice: leave it to WithoutEventID
+		} else {
+			// Variants that encoding/json would also read as event_id
+			// (escaped, other case) went to the slow path above.
+			w.cutFrom, w.cutTo = cutRange(start, vend, i, last, prevEnd)
 		}
 	}
 	return true

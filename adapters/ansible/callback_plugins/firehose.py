@@ -41,8 +41,8 @@ DOCUMENTATION = '''
         flushed for at most I(flush_timeout) seconds; events that could not be
         delivered are dropped and counted in one warning.
       - Task results are censored with Ansible's own no_log handling, task
-        arguments (C(invocation)) and diffs are never sent, and C(ansible_facts)
-        are dropped unless I(include_facts) is set.
+        arguments (C(invocation), at any depth) and diffs are never sent, and
+        C(ansible_facts) are dropped unless I(include_facts) is set.
     requirements:
       - Python 3 standard library only; ansible-core 2.14 or later.
     options:
@@ -212,8 +212,39 @@ _ENCODER = _Encoder(ensure_ascii=False, separators=(',', ':'))
 
 
 def dumps(value):
-    """Compact JSON as UTF-8 bytes. Undecodable input (lone surrogates) becomes '?'."""
-    return _ENCODER.encode(value).encode('utf-8', 'replace')
+    """Compact JSON as UTF-8 bytes. Undecodable input (lone surrogates) becomes '?';
+    a key json cannot encode (a tuple, say) becomes its str()."""
+    try:
+        text = _ENCODER.encode(value)
+    except TypeError:
+        # json only takes str, int, float, bool and None keys.
+        text = _ENCODER.encode(_str_keys(value))
+    return text.encode('utf-8', 'replace')
+
+
+def key_text(k):
+    """The string a dict key becomes in JSON: json's own for str, int, float,
+    bool and None keys, else str(k)."""
+    if isinstance(k, str):
+        return k
+    if k is True:
+        return 'true'
+    if k is False:
+        return 'false'
+    if k is None:
+        return 'null'
+    if isinstance(k, (int, float)):
+        return _ENCODER.encode(k)
+    return str(k)
+
+
+def _str_keys(value):
+    """value with every dict key, at any depth, turned into key_text(key)."""
+    if isinstance(value, dict):
+        return {key_text(k): _str_keys(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_str_keys(v) for v in value]
+    return value
 
 
 def censor_nested(value):
@@ -247,6 +278,16 @@ def has_no_log(value):
     return False
 
 
+def without_key(value, key):
+    """A copy of value without key in any mapping, at any depth: a registered
+    result shown by debug, for one, holds the task's invocation nested."""
+    if isinstance(value, dict):
+        return {k: without_key(v, key) for k, v in value.items() if k != key}
+    if isinstance(value, (list, tuple)):
+        return [without_key(v, key) for v in value]
+    return value
+
+
 def drop_keys(result, keys):
     """Removes keys from result and from each loop item in result['results']."""
     for k in keys:
@@ -268,10 +309,12 @@ def truncate(result, limit):
         return data
     out = {'_truncated': True}
     size = len(dumps(out))
-    sized = sorted(((len(dumps(k)) + 1 + len(dumps(v)), str(k), k, v) for k, v in result.items()),
+    # Sized as the JSON has them: every key a string.
+    items = ((key_text(k), v) for k, v in result.items())
+    sized = sorted(((len(dumps(k)) + 1 + len(dumps(v)), k, v) for k, v in items),
                    key=lambda t: (t[0], t[1]))
     cut = False
-    for n, _, k, v in sized:
+    for n, k, v in sized:
         if size + 1 + n <= limit:
             out[k] = v
             size += 1 + n
@@ -498,7 +541,6 @@ class CallbackModule(CallbackBase):
         self._session = str(uuid.uuid4())
         self._playbook_id = None
         self._play_name = ''
-        self._async_failed = set()
         self._hook_errors = 0
         self._hook_error = None
         self._reported = False
@@ -584,7 +626,10 @@ class CallbackModule(CallbackBase):
         clean = self._dump_results(raw, serialize=False)
         if not isinstance(clean, dict):
             clean = {'msg': str(clean)}
-        drop = ['invocation', 'diff']
+        # The task's args, at any depth (a registered result shown by debug
+        # holds them too).
+        clean = without_key(clean, 'invocation')
+        drop = ['diff']
         if not self._include_facts:
             drop.append('ansible_facts')
         drop_keys(clean, drop)
@@ -592,8 +637,9 @@ class CallbackModule(CallbackBase):
 
     # Every event has exactly the fields of the OpenStack firehose schema, plus
     # event_id: a UUID the bridge uses as the de-duplication id, since two
-    # events can be byte for byte the same (the same task twice on a host).
-    # As in the schema, stats and finish events have no ansible_type.
+    # events can be byte for byte the same (the same task twice on a host),
+    # and cuts out of the payload it publishes. As in the schema, stats and
+    # finish events have no ansible_type.
 
     def _task_event(self, result, status):
         playbook_id, play_name = self._ids()
@@ -613,9 +659,6 @@ class CallbackModule(CallbackBase):
         if self._sender is not None:
             self._sender.put(event)
 
-    def _async_key(self, result):
-        return (result._host.get_name(), getattr(result._task, '_uuid', id(result._task)))
-
     def _report(self):
         """Flushes and prints the one warning about undelivered events."""
         with self._lock:
@@ -623,13 +666,19 @@ class CallbackModule(CallbackBase):
                 return
             self._reported = True
         dropped = self._sender.flush(self._flush_timeout)
-        if dropped:
+        with self._lock:
+            unbuilt, first_error = self._hook_errors, self._hook_error
+            self._hook_errors, self._hook_error = 0, None
+        if dropped or unbuilt:
+            # One warning, whatever went wrong.
+            why = []
+            if unbuilt:
+                why.append('%d could not be built, first error: %s' % (unbuilt, first_error))
+            if dropped:
+                why.append('last error: %s' % self._sender.last_error)
             self._display.warning(
-                'firehose: %d event(s) were not delivered to %s and were dropped (last error: %s)'
-                % (dropped, self._sender.url, self._sender.last_error))
-        if self._hook_errors:
-            self._display.warning('firehose: %d event(s) could not be built (first error: %s)'
-                                  % (self._hook_errors, self._hook_error))
+                'firehose: %d event(s) were not delivered to %s and were dropped (%s)'
+                % (dropped + unbuilt, self._sender.url, '; '.join(why)))
 
     def _at_exit(self):
         try:
@@ -671,26 +720,19 @@ class CallbackModule(CallbackBase):
 
     @_guard
     def v2_runner_on_failed(self, result, ignore_errors=False):
-        key = self._async_key(result)
-        with self._lock:
-            if key in self._async_failed:
-                # Already published by v2_runner_on_async_failed.
-                self._async_failed.discard(key)
-                return
         self._task_event(result, 'FAILED')
 
     @_guard
     def v2_runner_on_unreachable(self, result):
         self._task_event(result, 'UNREACHABLE')
 
-    @_guard
     def v2_runner_on_async_failed(self, result):
-        # Arrives on the results thread, before the task's own failed result;
-        # publish now and let v2_runner_on_failed skip the duplicate.
-        key = self._async_key(result)
-        with self._lock:
-            self._async_failed.add(key)
-        self._task_event(result, 'FAILED')
+        """Publishes nothing. Ansible calls it from inside the task's poll and
+        retry loop, before failed_when and until are evaluated: a
+        failed_when: false task would be FAILED, then OK, and an until loop
+        one FAILED per attempt. The task's final result comes to
+        v2_runner_on_failed or v2_runner_on_ok like any other. (Defined, so
+        that CallbackBase's version, which reads the result, does not run.)"""
 
     @_guard
     def v2_runner_on_skipped(self, result):
@@ -721,5 +763,4 @@ class CallbackModule(CallbackBase):
         })
         with self._lock:
             self._playbook_id = None
-            self._async_failed.clear()
         self._report()

@@ -93,6 +93,29 @@ class TestTruncate(unittest.TestCase):
         got = json.loads(firehose.truncate(r, 10000))
         self.assertEqual(got['set'], [1])
 
+    def test_non_string_keys_are_sized_as_json_has_them(self):
+        # JSON quotes every key: 1 is "1", two bytes more than its size
+        # unquoted. Counted unquoted, 120 such keys overshoot the limit.
+        r = {i: i for i in range(1000, 1120)}
+        r['big'] = 'x' * 5000
+        data = firehose.truncate(r, 1000)
+        self.assertLessEqual(len(data), 1000)
+        got = json.loads(data)
+        self.assertIs(got['_truncated'], True)
+        self.assertEqual(got['1000'], 1000)
+        for k, v in (({None: 1, True: 2, 1.5: 3}, {'null': 1, 'true': 2, '1.5': 3}),):
+            self.assertEqual(json.loads(firehose.truncate(k, 1000)), v)
+
+    def test_tuple_keys_do_not_raise(self):
+        r = {(1, 2): 'tuple', 'nested': {(3,): {'a': 1}}, 'big': 'y' * 5000}
+        self.assertEqual(json.loads(firehose.dumps(r))['nested'], {'(3,)': {'a': 1}})
+        for limit in (300, 10000):
+            data = firehose.truncate(r, limit)
+            self.assertLessEqual(len(data), limit)
+            got = json.loads(data)
+            self.assertEqual(got['(1, 2)'], 'tuple')
+            self.assertEqual(got['nested'], {'(3,)': {'a': 1}})
+
 
 class TestCensor(unittest.TestCase):
 
@@ -107,6 +130,13 @@ class TestCensor(unittest.TestCase):
         self.assertNotIn('SECRET', text)
         self.assertEqual(out['results'][1], {'censored': firehose.CENSORED, 'changed': True})
         self.assertEqual(out['results'][0]['stdout'], 'public')
+
+    def test_without_key_reaches_any_depth(self):
+        r = {'invocation': 1, 'reg': {'stdout': 'x', 'invocation': {'module_args': {'p': 'SECRET'}},
+                                      'results': [{'invocation': 2, 'deep': ({'invocation': 3, 'k': 'v'},)}]}}
+        out = firehose.without_key(r, 'invocation')
+        self.assertEqual(out, {'reg': {'stdout': 'x', 'results': [{'deep': [{'k': 'v'}]}]}})
+        self.assertIn('invocation', r['reg'], 'the original must not be modified')
 
     def test_drop_keys_reaches_loop_items(self):
         r = {'invocation': {'module_args': {}}, 'results': [{'invocation': 1, 'ansible_facts': 2, 'rc': 0}]}
@@ -133,6 +163,34 @@ class FakeResult:
         self._task = FakeTask()
 
 
+class FakeDisplay:
+    verbosity = 0
+
+    def __init__(self):
+        self.warnings = []
+
+    def warning(self, msg, *args, **kwargs):
+        self.warnings.append(msg)
+
+    def __getattr__(self, name):  # display, v, vvv, ...
+        return lambda *args, **kwargs: None
+
+
+class FakeSender:
+    url = 'http://bridge/ansible/v1/events'
+    last_error = 'HTTP 503: busy'
+
+    def __init__(self, undelivered):
+        self.undelivered = undelivered
+        self.sent = []
+
+    def put(self, ev):
+        self.sent.append(json.loads(ev))
+
+    def flush(self, timeout):
+        return self.undelivered
+
+
 class TestHooks(unittest.TestCase):
 
     def callback(self, max_result_bytes=65536, include_facts=False):
@@ -151,12 +209,15 @@ class TestHooks(unittest.TestCase):
                 {'item': 'a', 'rc': 0, 'invocation': {'module_args': {'x': 'SECRET'}}, '_ansible_no_log': False},
                 {'item': 'SECRET', 'stdout': 'SECRET', 'changed': True, '_ansible_no_log': True},
             ],
+            # debug: var=registered shows a registered result, invocation included.
+            'registered': {'rc': 0, 'invocation': {'module_args': {'_raw_params': 'echo SECRET'}}},
         }
         cb = self.callback()
         got = json.loads(cb._result_json(FakeResult(result)))
         self.assertNotIn('SECRET', json.dumps(got))
+        self.assertNotIn('invocation', json.dumps(got))
         self.assertEqual(got, {'changed': True, 'rc': 0, 'results': [
-            {'item': 'a', 'rc': 0}, {'censored': firehose.CENSORED, 'changed': True}]})
+            {'item': 'a', 'rc': 0}, {'censored': firehose.CENSORED, 'changed': True}], 'registered': {'rc': 0}})
         self.assertIn('SECRET', json.dumps(result), 'the original result must not be modified')
         got = json.loads(self.callback(include_facts=True)._result_json(FakeResult(result)))
         self.assertEqual(got['ansible_facts'], {'ansible_hostname': 'web01'})
@@ -171,10 +232,13 @@ class TestHooks(unittest.TestCase):
         cb._sender = Capture()
         cb.v2_playbook_on_start(None)
         cb.v2_runner_on_failed(FakeResult({'msg': 'x' * 1000, 'rc': 1}), ignore_errors=True)
-        cb.v2_runner_on_async_failed(FakeResult({'msg': 'async', 'rc': 1}))
-        cb.v2_runner_on_failed(FakeResult({'msg': 'async', 'rc': 1}))  # the same failure again
+        # An async task whose poll failed, forgiven by failed_when: false.
+        # async_failed comes before failed_when is evaluated: only the final
+        # result counts.
+        cb.v2_runner_on_async_failed(FakeResult({'msg': 'async', 'rc': 1, 'failed': True}))
+        cb.v2_runner_on_ok(FakeResult({'msg': 'async', 'rc': 1, 'failed': False}))
         self.assertEqual(cb._hook_errors, 0, cb._hook_error)
-        self.assertEqual(len(sent), 2)
+        self.assertEqual([e['status'] for e in sent], ['FAILED', 'OK'])
         ev = sent[0]
         self.assertEqual(sorted(ev), sorted([
             'event_id', 'status', 'host', 'ansible_host', 'session', 'ansible_type', 'playbook_name',
@@ -193,7 +257,31 @@ class TestHooks(unittest.TestCase):
                            ('v2_playbook_on_play_start', (42,)), ('v2_playbook_on_stats', (None,)),
                            ('v2_runner_on_unreachable', ()), ('v2_runner_on_async_failed', ('x',))):
             getattr(cb, hook)(*args)
-        self.assertEqual(cb._hook_errors, 6)
+        # async_failed publishes nothing, so reads nothing of its argument.
+        self.assertEqual(cb._hook_errors, 5)
+
+    def test_one_warning_counts_undelivered_and_unbuilt_events(self):
+        display = FakeDisplay()
+        cb = firehose.CallbackModule(display=display)
+        cb._sender = FakeSender(undelivered=2)
+        cb.v2_runner_on_ok(None)  # an event that cannot be built
+        cb._report()
+        self.assertEqual(len(display.warnings), 1, display.warnings)
+        w = display.warnings[0]
+        self.assertTrue(w.startswith('firehose: 3 event(s) were not delivered to http://bridge/ansible/v1/events'), w)
+        self.assertIn('1 could not be built, first error: v2_runner_on_ok: AttributeError', w)
+        self.assertIn('last error: HTTP 503: busy', w)
+
+        # Only unbuilt events: still the one warning, and a next run starts
+        # counting anew.
+        display.warnings.clear()
+        cb._reported = False
+        cb._sender = FakeSender(undelivered=0)
+        cb.v2_runner_on_failed(None)
+        cb._report()
+        self.assertEqual(len(display.warnings), 1, display.warnings)
+        self.assertTrue(display.warnings[0].startswith('firehose: 1 event(s) were not delivered'), display.warnings)
+        self.assertNotIn('last error', display.warnings[0])
 
 
 class TestSender(unittest.TestCase):
