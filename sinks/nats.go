@@ -240,8 +240,10 @@ func natsMsg(m *bus.Message) *nats.Msg {
 	nm := &nats.Msg{Subject: m.Topic, Data: m.Payload}
 	if len(m.Headers) > 0 {
 		nm.Header = make(nats.Header, len(m.Headers))
+		vals := make([]string, 0, len(m.Headers)) // one allocation for every header's value
 		for k, v := range m.Headers {
-			nm.Header[k] = []string{v}
+			vals = append(vals, v)
+			nm.Header[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 		}
 	}
 	return nm
