@@ -6,6 +6,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -60,7 +61,10 @@ func NewMessage(source, id, topic string, payload []byte, receivedAt time.Time) 
 //
 // Errors wrap ErrUnavailable or ErrOverloaded when the cause is transient and the
 // sender should retry later (HTTP 503 or 429 with Retry-After), and ErrInvalid
-// when the message itself can never be published (HTTP 400). When ctx is done
+// when the message itself can never be published (HTTP 400). A Publisher of
+// several messages returns ErrInvalid only once every other message is safe,
+// so that the caller may drop the batch without losing any of them; it
+// returns a *Rejected to say how many it refused. When ctx is done
 // before the messages are safe, Publish returns an error wrapping ctx.Err().
 //
 // Publish must be safe for concurrent use, and must not keep msgs or their
@@ -78,3 +82,17 @@ var (
 	// ErrInvalid means the message can never be published as it is (for example, an invalid topic).
 	ErrInvalid = errors.New("invalid message")
 )
+
+// Rejected is the error of a Publish that made every message safe but Count,
+// which no retry can publish. It wraps ErrInvalid and Err, the first refusal.
+type Rejected struct {
+	Count int
+	Err   error
+}
+
+func (e *Rejected) Error() string {
+	return fmt.Sprintf("%d message(s) refused for good: %v", e.Count, e.Err)
+}
+
+// Unwrap lets errors.Is find ErrInvalid and the refusal's own cause.
+func (e *Rejected) Unwrap() []error { return []error{ErrInvalid, e.Err} }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash/maphash"
+	"strconv"
 	"sync"
 	"time"
 
@@ -390,43 +391,48 @@ func newSession() *session {
 //
 // A QoS 0 message is never resent, so each gets an id of its own.
 func (s *session) msgID(pk packets.Packet) string {
-	var n [1 + 8 + 2]byte
 	s.mu.Lock()
+	var counter uint64 // the QoS 0 message's number, or the QoS 1/2 message's cycle
 	switch {
 	case pk.FixedHeader.Qos == 0:
 		s.qos0++
-		binary.BigEndian.PutUint64(n[1:9], s.qos0)
+		counter = s.qos0
 	case !pk.FixedHeader.Dup:
 		if pk.PacketID <= s.lastPID {
 			s.cycle++
 		}
 		s.lastPID = pk.PacketID
-		n[0] = 1
-		binary.BigEndian.PutUint64(n[1:9], s.cycle)
+		counter = s.cycle
 	default:
-		cycle := s.cycle
-		if pk.PacketID > s.lastPID && cycle > 0 {
-			cycle--
+		counter = s.cycle
+		if pk.PacketID > s.lastPID && counter > 0 {
+			counter--
 		}
-		n[0] = 1
-		binary.BigEndian.PutUint64(n[1:9], cycle)
 	}
 	s.mu.Unlock()
+	// The session's nonce and its counters go in plain, so that no two new
+	// messages of a session share an id whatever a hash does (a 64-bit hash
+	// alone would, at 10k msgs/s, collide about once a year within
+	// JetStream's 2-hour duplicate window): "mqtt-<nonce>-<n>" for QoS 0,
+	// "mqtt-<nonce>-<cycle>.<packet id>-<content hash>" for QoS 1 and 2. The
+	// content's hash keeps a resend whose cycle was guessed wrong from taking
+	// another message's id.
+	id := make([]byte, 0, 5+32+1+13+1+4+1+16)
+	id = append(id, "mqtt-"...)
+	id = hex.AppendEncode(id, s.nonce[:])
+	id = append(id, '-')
+	id = strconv.AppendUint(id, counter, 36)
+	if pk.FixedHeader.Qos == 0 {
+		return string(id)
+	}
+	id = append(id, '.')
+	id = strconv.AppendUint(id, uint64(pk.PacketID), 36)
 	var h maphash.Hash
 	h.SetSeed(s.seed)
-	if n[0] == 0 {
-		h.Write(n[:9])
-	} else {
-		binary.BigEndian.PutUint16(n[9:], pk.PacketID)
-		h.Write(n[:])
-		h.WriteString(pk.TopicName)
-		h.WriteByte(0)
-		h.Write(pk.Payload)
-	}
-	// "mqtt-", the session's nonce and the hash, in hex: 5+32+16 bytes.
-	var id [5 + 32 + 16]byte
-	copy(id[:], "mqtt-")
-	hex.Encode(id[5:37], s.nonce[:])
-	hex.Encode(id[37:], binary.BigEndian.AppendUint64(nil, h.Sum64()))
-	return string(id[:])
+	h.WriteString(pk.TopicName)
+	h.WriteByte(0)
+	h.Write(pk.Payload)
+	id = append(id, '-')
+	id = hex.AppendEncode(id, binary.BigEndian.AppendUint64(nil, h.Sum64()))
+	return string(id)
 }

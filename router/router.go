@@ -247,9 +247,12 @@ func (r *Router) deliverRequired(ctx context.Context, rt *route, batch []bus.Mes
 			return nil
 		}
 		if errors.Is(err, bus.ErrInvalid) {
-			// No retry can deliver these; the outbox would only stall behind them.
-			rt.metrics.rejected.Add(float64(len(batch)))
-			rt.log.Error().Err(err).Int("messages", len(batch)).Msg("the sink refused messages for good; dropped for this route")
+			// No retry can deliver these, and the sink stored the others
+			// (bus.Publisher's contract); the outbox would only stall behind them.
+			n := refusedCount(err, len(batch))
+			rt.metrics.delivered.Add(float64(len(batch) - n))
+			rt.metrics.rejected.Add(float64(n))
+			rt.log.Error().Err(err).Int("messages", n).Msg("the sink refused messages for good; dropped for this route")
 			return nil
 		}
 		rt.log.Debug().Err(err).Msg("sink did not confirm; keeping the messages in the outbox")
@@ -306,8 +309,10 @@ func (r *Router) replay(rt *route) {
 				continue
 			}
 			if err != nil {
-				rt.metrics.rejected.Add(float64(len(entries)))
-				rt.log.Error().Err(err).Int("messages", len(entries)).Msg("the sink refused replayed messages for good; dropped")
+				n := refusedCount(err, len(entries))
+				rt.metrics.replayed.Add(float64(len(entries) - n))
+				rt.metrics.rejected.Add(float64(n))
+				rt.log.Error().Err(err).Int("messages", n).Msg("the sink refused replayed messages for good; dropped")
 			} else {
 				rt.metrics.replayed.Add(float64(len(entries)))
 			}
@@ -318,6 +323,16 @@ func (r *Router) replay(rt *route) {
 			}
 		}
 	}
+}
+
+// refusedCount is how many of a batch of n a sink refused for good: what its
+// *bus.Rejected says, or all of them when it does not say.
+func refusedCount(err error, n int) int {
+	var rej *bus.Rejected
+	if errors.As(err, &rej) {
+		return min(rej.Count, n)
+	}
+	return n
 }
 
 func (r *Router) enqueueOptional(rt *route, batch []bus.Message) {

@@ -59,11 +59,15 @@ type Subscriber struct {
 // receiving messages from the external broker.
 var ErrNotSubscribed = errors.New("router subscriber not receiving from the external broker")
 
-// maxQoS0Queued bounds the QoS 0 messages waiting to be routed; beyond it
-// they are dropped (and counted), as QoS 0 allows. QoS 1 messages are never
-// dropped: the broker cannot have more of them unacknowledged than there are
-// packet ids (65535), which bounds the queue.
-const maxQoS0Queued = 65536
+// maxQoS0Queued and maxQoS0Bytes bound the QoS 0 messages waiting to be
+// routed, in number and in payload bytes; beyond either they are dropped
+// (and counted), as QoS 0 allows. QoS 1 messages are never dropped: the
+// broker cannot have more of them unacknowledged than there are packet ids
+// (65535), which bounds the queue.
+const (
+	maxQoS0Queued = 65536
+	maxQoS0Bytes  = 64 << 20
+)
 
 // NewSubscriber prepares the subscription; cfg describes the connection (as
 // for an mqtt sink, with its own client id).
@@ -97,8 +101,12 @@ func NewSubscriber(r *Router, cfg sinks.Config, group string, log zerolog.Logger
 		SetAutoAckDisabled(true).
 		SetOrderMatters(true). // handlers run in arrival order, on paho's goroutine: receive only queues
 		SetOnConnectHandler(s.onConnect).
-		SetConnectionLostHandler(func(_ paho.Client, err error) {
-			s.setSubscribed(0, false, nil)
+		SetConnectionLostHandler(func(c paho.Client, err error) {
+			// Paho runs this beside its reconnect: once a new connection is
+			// open, its onConnect owns the state, and this loss is old news.
+			if !c.IsConnectionOpen() {
+				s.setSubscribed(0, false, nil)
+			}
 			s.log.Warn().Err(err).Msg("lost the external broker; unacknowledged messages will be redelivered")
 		}).
 		SetDefaultPublishHandler(s.receive)
@@ -300,21 +308,24 @@ type queue struct {
 	cond   *sync.Cond
 	items  []paho.Message
 	qos0   int // QoS 0 messages in items
+	qos0B  int // their payload bytes
 	closed bool
 }
 
 func (q *queue) init() { q.cond = sync.NewCond(&q.mu) }
 
-// push appends m, or drops it when it is QoS 0 and maxQoS0Queued are waiting
-// already; it reports whether m was queued.
+// push appends m, or drops it when it is QoS 0 and the QoS 0 messages
+// waiting already reach maxQoS0Queued or maxQoS0Bytes; it reports whether m
+// was queued.
 func (q *queue) push(m paho.Message) bool {
 	q.mu.Lock()
 	if m.Qos() == 0 {
-		if q.qos0 >= maxQoS0Queued {
+		if q.qos0 >= maxQoS0Queued || q.qos0B+len(m.Payload()) > maxQoS0Bytes {
 			q.mu.Unlock()
 			return false
 		}
 		q.qos0++
+		q.qos0B += len(m.Payload())
 	}
 	q.items = append(q.items, m)
 	q.mu.Unlock()
@@ -340,6 +351,7 @@ func (q *queue) take(n int) []paho.Message {
 	for _, m := range batch {
 		if m.Qos() == 0 {
 			q.qos0--
+			q.qos0B -= len(m.Payload())
 		}
 	}
 	return batch

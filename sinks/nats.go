@@ -171,15 +171,42 @@ func (s *NATS) Publish(ctx context.Context, msgs ...bus.Message) error {
 	if s.js != nil {
 		return s.publishJetStream(ctx, msgs)
 	}
+	var refused refusals
 	for i := range msgs {
 		if err := s.nc.PublishMsg(natsMsg(&msgs[i])); err != nil {
-			return fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
+			err = fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
+			if !errors.Is(err, bus.ErrInvalid) {
+				return err
+			}
+			refused.add(err) // the others still go
 		}
 	}
 	if err := s.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("sink %s: flush: %w: %w", s.name, bus.ErrUnavailable, err)
 	}
-	return nil
+	return refused.err()
+}
+
+// refusals collects the messages of one Publish that no retry can deliver,
+// so that one of them does not make the router drop the batch around it: it
+// is reported (as a *bus.Rejected) only once all the others are safe.
+type refusals struct {
+	count int
+	first error
+}
+
+func (r *refusals) add(err error) {
+	if r.count == 0 {
+		r.first = err
+	}
+	r.count++
+}
+
+func (r *refusals) err() error {
+	if r.count == 0 {
+		return nil
+	}
+	return &bus.Rejected{Count: r.count, Err: r.first}
 }
 
 func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
@@ -188,24 +215,42 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 			return fmt.Errorf("sink %s: %w: %w", s.name, bus.ErrUnavailable, err)
 		}
 	}
+	var refused refusals
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for i := range msgs {
 		f, err := s.js.PublishMsgAsync(natsMsg(&msgs[i]))
 		if err != nil {
-			return fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
+			err = fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
+			if !errors.Is(err, bus.ErrInvalid) {
+				return err // what is in flight may be stored too; a retry is de-duplicated by id
+			}
+			refused.add(err)
+			continue
 		}
 		futures = append(futures, f)
 	}
+	// Every ack is awaited, even after a failure: a transient failure anywhere
+	// makes the whole batch retried, and a refusal for good is reported only
+	// if all the other messages are stored.
+	var transient error
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return fmt.Errorf("sink %s: publish %s: %w", s.name, f.Msg().Subject, classifyAck(err))
+			err = fmt.Errorf("sink %s: publish %s: %w", s.name, f.Msg().Subject, classifyAck(err))
+			if errors.Is(err, bus.ErrInvalid) {
+				refused.add(err)
+			} else if transient == nil {
+				transient = err
+			}
 		case <-ctx.Done():
 			return fmt.Errorf("sink %s: waiting for acks: %w: %w", s.name, bus.ErrUnavailable, ctx.Err())
 		}
 	}
-	return nil
+	if transient != nil {
+		return transient
+	}
+	return refused.err()
 }
 
 // classify tells a message NATS can never take (too large, a bad subject),

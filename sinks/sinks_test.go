@@ -274,4 +274,28 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 	if !errors.Is(err, bus.ErrInvalid) || errors.Is(err, bus.ErrUnavailable) {
 		t.Fatalf("a message over max_msg_size: %v, want bus.ErrInvalid only", err)
 	}
+
+	// In a batch, the one message that can never be stored must not cost
+	// the others: they are stored, and the error says how many were refused,
+	// so the router drops that one alone.
+	batch := []bus.Message{
+		{Topic: "sinktest.a", Payload: []byte("a")},
+		{Topic: "sinktest.large", Payload: make([]byte, 1024)},
+		{Topic: "sinktest.b", Payload: []byte("b")},
+		{Topic: "sinktest.c", Payload: []byte("c")},
+	}
+	err = s.Publish(context.Background(), batch...)
+	var rej *bus.Rejected
+	if !errors.As(err, &rej) || rej.Count != 1 || errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("a batch with one message over max_msg_size: %v, want a *bus.Rejected of 1", err)
+	}
+	st, err := js.Stream(context.Background(), "SINKTEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{"sinktest.a", "sinktest.b", "sinktest.c"} {
+		if _, err := st.GetLastMsgForSubject(context.Background(), subject); err != nil {
+			t.Errorf("%s was not stored beside the refused message: %v", subject, err)
+		}
+	}
 }
