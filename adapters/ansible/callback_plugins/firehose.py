@@ -41,8 +41,8 @@ DOCUMENTATION = '''
         flushed for at most I(flush_timeout) seconds; events that could not be
         delivered are dropped and counted in one warning.
       - Task results are censored with Ansible's own no_log handling, task
-        arguments (C(invocation), at any depth) and diffs are never sent, and
-        C(ansible_facts) are dropped unless I(include_facts) is set.
+        arguments (C(invocation)) and diffs are never sent, and C(ansible_facts)
+        are dropped unless I(include_facts) is set, at any depth of a result.
     requirements:
       - Python 3 standard library only; ansible-core 2.14 or later.
     options:
@@ -278,26 +278,15 @@ def has_no_log(value):
     return False
 
 
-def without_key(value, key):
-    """A copy of value without key in any mapping, at any depth: a registered
-    result shown by debug, for one, holds the task's invocation nested."""
+def without_keys(value, keys):
+    """A copy of value without any of keys in any mapping, at any depth: a
+    registered result shown by debug, for one, holds the task's invocation,
+    diff and facts nested."""
     if isinstance(value, dict):
-        return {k: without_key(v, key) for k, v in value.items() if k != key}
+        return {k: without_keys(v, keys) for k, v in value.items() if k not in keys}
     if isinstance(value, (list, tuple)):
-        return [without_key(v, key) for v in value]
+        return [without_keys(v, keys) for v in value]
     return value
-
-
-def drop_keys(result, keys):
-    """Removes keys from result and from each loop item in result['results']."""
-    for k in keys:
-        result.pop(k, None)
-    items = result.get('results')
-    if isinstance(items, list):
-        for item in items:
-            if isinstance(item, dict):
-                for k in keys:
-                    item.pop(k, None)
 
 
 def truncate(result, limit):
@@ -310,7 +299,8 @@ def truncate(result, limit):
     out = {'_truncated': True}
     size = len(dumps(out))
     # Sized as the JSON has them: every key a string.
-    items = ((key_text(k), v) for k, v in result.items())
+    # A result's own "_truncated" would overwrite the marker: it is left out.
+    items = ((key_text(k), v) for k, v in result.items() if key_text(k) != '_truncated')
     sized = sorted(((len(dumps(k)) + 1 + len(dumps(v)), k, v) for k, v in items),
                    key=lambda t: (t[0], t[1]))
     cut = False
@@ -626,13 +616,12 @@ class CallbackModule(CallbackBase):
         clean = self._dump_results(raw, serialize=False)
         if not isinstance(clean, dict):
             clean = {'msg': str(clean)}
-        # The task's args, at any depth (a registered result shown by debug
-        # holds them too).
-        clean = without_key(clean, 'invocation')
-        drop = ['diff']
+        # The task's args, diffs and (unless wanted) facts, at any depth: a
+        # registered result shown by debug holds them too.
+        drop = {'invocation', 'diff'}
         if not self._include_facts:
-            drop.append('ansible_facts')
-        drop_keys(clean, drop)
+            drop.add('ansible_facts')
+        clean = without_keys(clean, drop)
         return truncate(clean, self._max_result_bytes)
 
     # Every event has exactly the fields of the OpenStack firehose schema, plus

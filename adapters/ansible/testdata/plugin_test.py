@@ -131,17 +131,23 @@ class TestCensor(unittest.TestCase):
         self.assertEqual(out['results'][1], {'censored': firehose.CENSORED, 'changed': True})
         self.assertEqual(out['results'][0]['stdout'], 'public')
 
-    def test_without_key_reaches_any_depth(self):
+    def test_without_keys_reaches_any_depth(self):
         r = {'invocation': 1, 'reg': {'stdout': 'x', 'invocation': {'module_args': {'p': 'SECRET'}},
                                       'results': [{'invocation': 2, 'deep': ({'invocation': 3, 'k': 'v'},)}]}}
-        out = firehose.without_key(r, 'invocation')
+        out = firehose.without_keys(r, {'invocation'})
         self.assertEqual(out, {'reg': {'stdout': 'x', 'results': [{'deep': [{'k': 'v'}]}]}})
         self.assertIn('invocation', r['reg'], 'the original must not be modified')
 
-    def test_drop_keys_reaches_loop_items(self):
-        r = {'invocation': {'module_args': {}}, 'results': [{'invocation': 1, 'ansible_facts': 2, 'rc': 0}]}
-        firehose.drop_keys(r, ['invocation', 'ansible_facts'])
-        self.assertEqual(r, {'results': [{'rc': 0}]})
+    def test_truncate_keeps_its_marker(self):
+        out = json.loads(firehose.truncate({'_truncated': False, 'stdout': 'x' * 2000}, 256))
+        self.assertIs(out['_truncated'], True)
+
+    def test_without_keys_drops_nested_diffs_and_facts(self):
+        # debug: var=<a registered loop result>, with a diff and facts in its items.
+        r = {'c': {'results': [{'diff': [{'after': 'SECRET'}], 'ansible_facts': {'x': 1}, 'rc': 0}]},
+             'diff': [], 'ansible_facts': {}}
+        out = firehose.without_keys(r, {'invocation', 'diff', 'ansible_facts'})
+        self.assertEqual(out, {'c': {'results': [{'rc': 0}]}})
 
 
 class FakeHost:
