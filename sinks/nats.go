@@ -112,12 +112,16 @@ func (s *NATS) Ready() bool {
 	return s.js == nil || s.cfg.Stream == nil || !s.cfg.Stream.Create || s.streamReady.Load()
 }
 
-// onConnect creates or updates the stream when configured to. It runs on
-// nats.go's callback goroutine, so it must not take long.
+// onConnect creates or updates the stream when configured to, after every
+// (re)connection: the server may have come back without it (memory
+// storage, a lost volume), and the sink is not ready until the stream is
+// there again. It runs on nats.go's callback goroutine, so it must not take
+// long.
 func (s *NATS) onConnect() {
 	if s.cfg.Type != TypeJetStream || s.cfg.Stream == nil || !s.cfg.Stream.Create {
 		return
 	}
+	s.streamReady.Store(false)
 	go func() {
 		<-s.constructed
 		if s.js == nil { // construction failed
@@ -237,6 +241,9 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
+			if errors.Is(err, jetstream.ErrNoStreamResponse) && s.cfg.Stream != nil && s.cfg.Stream.Create {
+				s.streamReady.Store(false) // the stream may be gone: make it again before the next publish
+			}
 			err = fmt.Errorf("sink %s: publish %s: %w", s.name, f.Msg().Subject, classifyAck(err))
 			if errors.Is(err, bus.ErrInvalid) {
 				refused.add(err)

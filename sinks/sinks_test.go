@@ -299,3 +299,51 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 		}
 	}
 }
+
+// TestJetStreamRecreatesAStreamLostInARestart: a server that comes back
+// without the stream (memory storage here; a lost volume in life) gets it
+// again from a sink with stream.create, and the sink is not ready until
+// then, instead of failing every publish while it says it is ready.
+func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
+	srv := testnats.Start(t)
+	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
+	cfg.Stream.Storage = "memory"
+	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(testkit.Timeout); !ok(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond) // polling the sink's connection
+		}
+	}
+	waitFor("the sink to be ready", s.Ready)
+	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.before", Payload: []byte("1")}); err != nil {
+		t.Fatalf("before the restart: %v", err)
+	}
+	srv.Stop()
+	waitFor("the sink to see the server go", func() bool { return !s.Ready() })
+	srv.Restart()
+	waitFor("the sink to be ready again", s.Ready)
+	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.after", Payload: []byte("2")}); err != nil {
+		t.Fatalf("after a restart that lost the stream: %v", err)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(context.Background(), "SINKTEST")
+	if err != nil {
+		t.Fatalf("the stream was not made again: %v", err)
+	}
+	if _, err := st.GetLastMsgForSubject(context.Background(), "sinktest.after"); err != nil {
+		t.Errorf("the message published after the restart is not stored: %v", err)
+	}
+}
