@@ -222,16 +222,26 @@ func (g *gerritRelay) runCommand(ctx context.Context) error {
 	}
 	g.log.Info().Int("pid", cmd.Process.Pid).Int64("start", g.stats.Starts.Add(1)).Msg("gerrit stream command started")
 	exited := make(chan struct{})
+	stderrDone := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { g.stopOnCancel(ctx, cmd, exited) })
-	wg.Go(func() { g.logStderr(stderr) })
+	wg.Go(func() { defer close(stderrDone); g.logStderr(stderr) })
 	g.readEvents(ctx, stdout)
-	// Wait closes the pipes once the command is gone; both readers then end.
+	// Wait closes the pipes, so it must not run before the command's last
+	// words on stderr (ssh's "Permission denied", say) are read and logged;
+	// a process the command left behind may hold stderr open, hence the bound.
+	select {
+	case <-stderrDone:
+	case <-time.After(stderrDrain):
+	}
 	err = cmd.Wait()
 	close(exited)
 	wg.Wait()
 	return err
 }
+
+// stderrDrain bounds the wait for a command's stderr to end once its stdout has.
+const stderrDrain = time.Second
 
 // stopOnCancel ends the command's whole process group (sh, ssh, ...) when
 // ctx ends: SIGTERM, then SIGKILL after killGrace.
