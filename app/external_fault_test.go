@@ -156,21 +156,9 @@ func consumeByPayload(t *testing.T, url string, want int) (seen map[string]int, 
 	for i := range want {
 		published[payloadOf(i)] = true
 	}
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Timeout)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, "FIREHOSE", jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cons := firehoseConsumer(ctx, t, url)
 	seen = make(map[string]int, want)
 	// Meanwhile the sink reconnects and the outbox replays.
 	deadline := time.Now().Add(testkit.Timeout)

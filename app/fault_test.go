@@ -146,25 +146,33 @@ func sendUntilAccepted(url, body string, refused *atomic.Int64) error {
 	}
 }
 
-// consumeDeduplicated reads the whole stream as a consumer would, dropping
-// repeats by Nats-Msg-Id, and returns the event numbers it saw.
-func consumeDeduplicated(t *testing.T, url string) map[int]bool {
+// firehoseConsumer is an ordered consumer of the FIREHOSE stream on the
+// server at url, from its first message; its connection closes with the test.
+func firehoseConsumer(ctx context.Context, t *testing.T, url string) jetstream.Consumer {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	cons, err := js.OrderedConsumer(ctx, "FIREHOSE", jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cons
+}
+
+// consumeDeduplicated reads the whole stream as a consumer would, dropping
+// repeats by Nats-Msg-Id, and returns the event numbers it saw.
+func consumeDeduplicated(t *testing.T, url string) map[int]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cons := firehoseConsumer(ctx, t, url)
 	info, err := cons.Info(ctx)
 	if err != nil {
 		t.Fatal(err)

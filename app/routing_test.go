@@ -223,19 +223,7 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 	for _, b := range bridges {
 		waitFor(t, "the external broker", func() bool { return b.external.Ready() })
 	}
-	// The subscriptions are in place once a message published now is routed.
-	waitFor(t, "the shared subscriptions", func() bool {
-		_ = bridges[0].Publisher().Publish(context.Background(), bus.Message{Topic: "events/probe", Payload: []byte("probe"), QoS: 1})
-		select {
-		case <-got:
-			return true
-		case <-time.After(200 * time.Millisecond):
-			return false
-		}
-	})
-	for len(got) > 0 {
-		<-got
-	}
+	waitSubscribed(t, bridges[0], got)
 
 	const n = 400
 	var wg sync.WaitGroup
