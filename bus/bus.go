@@ -60,8 +60,12 @@ func NewMessage(source, id, topic string, payload []byte, receivedAt time.Time) 
 // and consumers de-duplicate on HeaderMsgID.
 //
 // Errors wrap ErrUnavailable or ErrOverloaded when the cause is transient and the
-// sender should retry later (HTTP 503 or 429 with Retry-After), and ErrInvalid
-// when the message itself can never be published (HTTP 400). A Publisher of
+// sender should retry later (HTTP 503 or 429 with Retry-After), ErrTooLarge
+// when a message is bigger than a destination it must reach takes (HTTP 413),
+// and ErrInvalid when the message itself can never be published (HTTP 400).
+// ErrTooLarge is decided before anything is published: a Publisher that
+// returns it has published none of msgs, anywhere, so that a 2xx is never
+// followed by a message dropped for its size. A Publisher of
 // several messages returns ErrInvalid only once every other message is safe,
 // so that the caller may drop the batch without losing any of them; it
 // returns a *Rejected to say how many it refused. When ctx is done
@@ -81,6 +85,11 @@ var (
 	ErrOverloaded = errors.New("bus overloaded")
 	// ErrInvalid means the message can never be published as it is (for example, an invalid topic).
 	ErrInvalid = errors.New("invalid message")
+	// ErrTooLarge means a message is bigger than a destination it must reach
+	// takes (a required route's sink: a NATS server's max_payload, an MQTT
+	// broker's packet size limit), and that none of the messages of the call
+	// was published. The error that wraps it names the destination and its limit.
+	ErrTooLarge = errors.New("message too large")
 )
 
 // Rejected is the error of a Publish that made every message safe but Count,

@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/tlsconfig"
 )
@@ -25,6 +26,13 @@ type Config struct {
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// WriteTimeout bounds writing one response.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// LingerTime and LingerBytes bound the reading and discarding of a
+	// request body after an answer given before it was read (a 413 over
+	// max_body, a 401), so that a client that sends its whole body before
+	// reading (Python's urllib, chef-client) reads the answer instead of a
+	// connection reset. 0 turns lingering off.
+	LingerTime  time.Duration `yaml:"linger_time"`
+	LingerBytes bytesize.Size `yaml:"linger_bytes"`
 }
 
 // Token is one accepted intake token.
@@ -39,6 +47,8 @@ func DefaultConfig() Config {
 		Address:      "127.0.0.1:8080",
 		ReadTimeout:  60 * time.Second,
 		WriteTimeout: 60 * time.Second,
+		LingerTime:   30 * time.Second,
+		LingerBytes:  128 * bytesize.MiB,
 	}
 }
 
@@ -60,6 +70,12 @@ func (c *Config) Validate() error {
 	}
 	if c.WriteTimeout <= 0 {
 		p.Add("write_timeout", "must be positive")
+	}
+	if c.LingerTime < 0 {
+		p.Add("linger_time", "must not be negative (0 turns lingering off)")
+	}
+	if c.LingerBytes < 0 {
+		p.Add("linger_bytes", "must not be negative (0 turns lingering off)")
 	}
 	return p.Err()
 }

@@ -227,3 +227,16 @@ func TestNeverRedirectsWrites(t *testing.T) {
 		}
 	}
 }
+
+func TestLimitedReader(t *testing.T) {
+	tooBig := errors.New("too big")
+	for _, tt := range []struct {
+		size, limit int
+		err         error
+	}{{10, 10, nil}, {10, 11, nil}, {11, 10, tooBig}, {0, 0, nil}} {
+		_, err := io.ReadAll(&LimitedReader{R: strings.NewReader(strings.Repeat("x", tt.size)), Left: int64(tt.limit), Err: tooBig})
+		if !errors.Is(err, tt.err) {
+			t.Errorf("%d bytes, limit %d: %v", tt.size, tt.limit, err)
+		}
+	}
+}

@@ -3,51 +3,12 @@ package httpserver
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/bytesize"
 )
-
-// ReadBody reads the whole request body, up to max bytes. A larger body is
-// answered 413 without reading it all (when Content-Length says so up front),
-// a body cut short is answered 400; ok is false when an answer was written.
-func ReadBody(w http.ResponseWriter, r *http.Request, max bytesize.Size) (body []byte, ok bool) {
-	if r.ContentLength > int64(max) {
-		WriteError(w, http.StatusRequestEntityTooLarge, "body of "+bytesize.Size(r.ContentLength).String()+" is over the limit of "+max.String(), "")
-		return nil, false
-	}
-	size := r.ContentLength
-	if size < 0 || size > int64(max) {
-		size = 0
-	}
-	// Reading into a buffer sized from Content-Length avoids the copies of a
-	// growing buffer, which matter for multi-megabyte Chef converge messages.
-	buf := make([]byte, 0, size+1)
-	reader := http.MaxBytesReader(w, r.Body, int64(max))
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := reader.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, true
-		}
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				WriteError(w, http.StatusRequestEntityTooLarge, "body is over the limit of "+max.String(), "")
-			} else {
-				WriteError(w, http.StatusBadRequest, "reading the body: "+err.Error(), "")
-			}
-			return nil, false
-		}
-	}
-}
 
 // Authenticate checks the request's token against tokens. The token is the
 // first non-empty of the given headers; "Authorization" is read as
@@ -92,13 +53,17 @@ const (
 	RetryUnavailable = 5 * time.Second
 )
 
-// WritePublishError answers for an error from a bus.Publisher: 400 for a
-// message that can never be published, 429 when the bus is overloaded, and
+// WritePublishError answers for an error from a bus.Publisher: 413 for a
+// message bigger than the bus or a required route takes (the error names
+// the route and its limit), 400 for a message that can never be published, 429 when the bus is overloaded, and
 // 503 with Retry-After otherwise, so the sender keeps the message and retries.
 // It never answers 500: the sender's input was fine, or it would have been
 // refused before publishing.
 func WritePublishError(w http.ResponseWriter, err error) {
 	switch {
+	case errors.Is(err, bus.ErrTooLarge):
+		// Nothing was published: the sender should not retry this message as it is.
+		WriteError(w, http.StatusRequestEntityTooLarge, err.Error(), "")
 	case errors.Is(err, bus.ErrInvalid):
 		WriteError(w, http.StatusBadRequest, err.Error(), "")
 	case errors.Is(err, bus.ErrOverloaded):

@@ -41,6 +41,15 @@ type Server struct {
 	startOnce sync.Once
 }
 
+// Fixed bounds on what a client may cost before its request is handed to a
+// handler (and so before any token is checked): the request line and headers
+// must arrive within ReadHeaderTimeout and hold at most MaxHeaderBytes (more
+// gets 431). The intake's own senders send a few hundred bytes of headers.
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	MaxHeaderBytes    = 64 << 10
+)
+
 // New opens the listening socket, so a port in use fails here, and prepares
 // the server. Call Shutdown to release the socket even if Start is never called.
 func New(cfg Config, opts Options) (*Server, error) {
@@ -75,7 +84,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.srv = &http.Server{
 		Handler:           s.instrument(http.HandlerFunc(s.route)),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       2 * time.Minute,
@@ -204,49 +214,73 @@ func (p *probeWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// statusRecorder keeps the status code for the metrics.
+// statusRecorder keeps the status code for the metrics, and runs before,
+// once, just before the answer starts.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	before func()
+}
+
+func (r *statusRecorder) start(code int) {
+	if r.status == 0 {
+		r.status = code
+		if r.before != nil {
+			r.before()
+		}
+	}
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
+	r.start(code)
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
+	r.start(http.StatusOK)
 	return r.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the real writer (flush, deadlines).
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
+// instrument counts requests and body bytes, and lingers after an answer
+// given before the body was read (see linger).
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		s.metrics.inFlight.Inc()
+		defer s.metrics.inFlight.Dec()
+		// The handlers get a copy of the request: net/http looks at the
+		// type of its own request's Body after the answer starts.
+		body := &trackedBody{ReadCloser: r.Body, received: s.metrics.bodyBytes}
+		r = r.WithContext(r.Context())
+		r.Body = body
+		lingering := false
 		rec := &statusRecorder{ResponseWriter: w}
+		rec.before = func() { lingering = answering(w, r, body) }
 		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.start(http.StatusOK)
+		}
+		if lingering {
+			s.linger(w, body)
+		}
 		// ServeMux records the matched pattern on the request it was given.
 		route := r.Pattern
 		if route == "" || route == "/" {
 			route = "unmatched"
-		}
-		if rec.status == 0 {
-			rec.status = http.StatusOK
 		}
 		s.metrics.observe(route, rec.status, time.Since(start))
 	})
 }
 
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	inFlight  prometheus.Gauge
+	bodyBytes prometheus.Counter
+	lingered  prometheus.Counter
 }
 
 func newHTTPMetrics() *httpMetrics {
@@ -260,14 +294,28 @@ func newHTTPMetrics() *httpMetrics {
 			Help:    "HTTP request duration by route pattern.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "firehose_http_requests_in_flight",
+			Help: "HTTP requests being served now: headers read, answer not finished.",
+		}),
+		bodyBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "firehose_http_request_body_bytes_total",
+			Help: "Request body bytes received, counted as they arrive, on every route.",
+		}),
+		lingered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "firehose_http_lingered_bytes_total",
+			Help: "Request body bytes read and discarded after an answer given before the body was read (a 413, a 401), so that the client reads the answer.",
+		}),
 	}
 }
 
 func (m *httpMetrics) register(reg prometheus.Registerer) error {
-	if err := reg.Register(m.requests); err != nil {
-		return err
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight, m.bodyBytes, m.lingered} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
 	}
-	return reg.Register(m.duration)
+	return nil
 }
 
 func (m *httpMetrics) observe(route string, code int, d time.Duration) {

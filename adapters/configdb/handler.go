@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -274,17 +273,13 @@ func invalid(field, format string, args ...any) error {
 	return &configdb.Error{Kind: configdb.Invalid, Msg: fmt.Sprintf(format, args...), Field: field}
 }
 
-// body reads the request body up to max_body.
+// body reads the request body up to max_body, as every intake does
+// (httpserver.ReadAll: the buffer grows with what arrives).
 func (q *request) body() ([]byte, bool) {
-	if q.r.ContentLength > q.h.maxBody {
-		writeMsg(q.w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body of %s is over the limit of %s", bytesize.Size(q.r.ContentLength), bytesize.Size(q.h.maxBody)), "")
-		return nil, false
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(q.w, q.r.Body, q.h.maxBody))
+	b, err := httpserver.ReadAll(q.r, bytesize.Size(q.h.maxBody))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeMsg(q.w, http.StatusRequestEntityTooLarge, "the body is over the limit of "+bytesize.Size(q.h.maxBody).String(), "")
+		if errors.Is(err, httpserver.ErrBodyTooLarge) {
+			writeMsg(q.w, http.StatusRequestEntityTooLarge, err.Error(), "")
 		} else {
 			writeMsg(q.w, http.StatusBadRequest, "reading the body: "+err.Error(), "")
 		}

@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -150,12 +149,11 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client str
 		return
 	}
 	if r.ContentLength > int64(h.cfg.MaxBody) {
-		h.refused(r, client, "body", nil)
-		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "stream of "+bytesize.Size(r.ContentLength).String()+
-			" is over the limit of "+h.cfg.MaxBody.String(), "")
+		h.streamError(w, r, client, &httpserver.BodyTooLargeError{Limit: h.cfg.MaxBody, Claimed: r.ContentLength, What: "stream"})
 		return
 	}
-	var stream io.Reader = http.MaxBytesReader(w, r.Body, int64(h.cfg.MaxBody))
+	// The stream is read as it arrives, never held whole.
+	stream := httpserver.LimitBody(r, h.cfg.MaxBody)
 	if enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc == "gzip" || gzipped && (enc == "" || enc == "identity") {
 		gz, err := gzip.NewReader(stream)
 		if err != nil {
@@ -163,7 +161,9 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client str
 			return
 		}
 		defer gz.Close()
-		stream = &limitReader{r: gz, left: int64(h.cfg.MaxBody)}
+		// A gzip bomb inflates to at most max_body before it is refused.
+		stream = &httpserver.LimitedReader{R: gz, Left: int64(h.cfg.MaxBody),
+			Err: &httpserver.BodyTooLargeError{Limit: h.cfg.MaxBody, What: "decompressed stream"}}
 	} else if enc != "" && enc != "identity" {
 		h.refused(r, client, "content encoding", nil)
 		httpserver.WriteError(w, http.StatusUnsupportedMediaType, "Content-Encoding "+enc+": only gzip is understood", "Content-Encoding")
@@ -224,10 +224,9 @@ var levelField = map[string]string{
 // limit, 400 for a stream that is not subunit v2 (or not gzip), or that the
 // client cut short.
 func (h *Handler) streamError(w http.ResponseWriter, r *http.Request, client string, err error) {
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) || errors.Is(err, errTooBig) {
+	if errors.Is(err, httpserver.ErrBodyTooLarge) {
 		h.refused(r, client, "body", err)
-		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "stream is over the limit of "+h.cfg.MaxBody.String(), "")
+		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, err.Error(), "")
 		return
 	}
 	h.badRequest(w, r, client, &payload.FieldError{Field: "body", Msg: err.Error()})
@@ -255,31 +254,4 @@ func dedupID(topic string, body []byte) string {
 	s.Write([]byte{0})
 	s.Write(body)
 	return hex.EncodeToString(s.Sum(nil)[:16])
-}
-
-var errTooBig = errors.New("decompressed stream over max_body")
-
-// limitReader fails, rather than stopping quietly as io.LimitReader does,
-// when a decompressed stream grows past the limit.
-type limitReader struct {
-	r    io.Reader
-	left int64
-}
-
-func (l *limitReader) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		// Probe for one more byte: a stream that ends exactly at the limit is fine.
-		var one [1]byte
-		n, err := l.r.Read(one[:])
-		if n > 0 {
-			return 0, errTooBig
-		}
-		return 0, err
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	return n, err
 }

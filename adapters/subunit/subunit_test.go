@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -290,18 +288,6 @@ func TestBusDown(t *testing.T) {
 	code, header, _ := testintake.Post(t, srv.URL+Path, []byte(`{"worker":"w","project":"a/b","change":1,"status":"success","build_uuid":"u","source_url":"s"}`), nil)
 	if code != http.StatusServiceUnavailable || header.Get("Retry-After") == "" {
 		t.Errorf("%d %v", code, header)
-	}
-}
-
-func TestLimitReader(t *testing.T) {
-	for _, tt := range []struct {
-		size, limit int
-		err         error
-	}{{10, 10, nil}, {10, 11, nil}, {11, 10, errTooBig}, {0, 0, nil}} {
-		_, err := io.ReadAll(&limitReader{r: bytes.NewReader(make([]byte, tt.size)), left: int64(tt.limit)})
-		if !errors.Is(err, tt.err) {
-			t.Errorf("%d bytes, limit %d: %v", tt.size, tt.limit, err)
-		}
 	}
 }
 
