@@ -33,7 +33,7 @@ func (b *Bridge) registerAdapters() error {
 		{"ansible", cfg.Ansible.Config, func(o intake.Options) (endpoints, error) { return ansible.New(cfg.Ansible, o) }},
 		{"gerrit", cfg.Gerrit, func(o intake.Options) (endpoints, error) { return gerrit.New(cfg.Gerrit, o) }},
 		{"launchpad", cfg.Launchpad, func(o intake.Options) (endpoints, error) { return launchpad.New(cfg.Launchpad, o) }},
-		{"subunit", cfg.Subunit, func(o intake.Options) (endpoints, error) { return subunit.New(cfg.Subunit, o) }},
+		{"subunit", cfg.Subunit.Config, func(o intake.Options) (endpoints, error) { return subunit.New(cfg.Subunit, o) }},
 	}
 	for _, a := range adapters {
 		if !a.section.Enabled {

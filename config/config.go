@@ -111,7 +111,7 @@ func (c *Config) Intakes() []Intake {
 		{"ansible", c.Ansible.Config},
 		{"gerrit", c.Gerrit},
 		{"launchpad", c.Launchpad},
-		{"subunit", c.Subunit},
+		{"subunit", c.Subunit.Config},
 		// configdb.auth, when set, replaces http.tokens; it is more than
 		// tokens (users, Keystone), so it counts here as a token of its own.
 		{"configdb", intake.Config{Enabled: c.ConfigDB.Enabled && !c.ConfigDB.AuthConfigured()}},

@@ -28,6 +28,7 @@ import (
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
 	payload "github.com/opsfirehose/firehose/payloads/subunit"
+	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -52,12 +53,34 @@ const (
 	GzipStreamType = StreamType + "+gzip"
 )
 
-// Config is the `subunit:` section: enabled, topic_prefix, tokens and max_body.
-type Config = intake.Config
+// Config is the `subunit:` section.
+type Config struct {
+	// Config holds enabled (default true), topic_prefix (default
+	// "gearman-subunit"), tokens and max_body (default 128MiB, which bounds
+	// a stream after gzip too).
+	intake.Config `yaml:",inline"`
+	// MaxRunningTests bounds the tests a stream may have in progress at
+	// once (started, not finished); one more is a 413. Default 10000: a
+	// runner has one test in progress per worker.
+	MaxRunningTests int `yaml:"max_running_tests"`
+}
 
 // DefaultConfig is enabled, with the firehose's prefix.
 func DefaultConfig() Config {
-	return Config{Enabled: true, TopicPrefix: topics.DefaultSubunitPrefix, MaxBody: 128 * bytesize.MiB}
+	return Config{
+		Config:          intake.Config{Enabled: true, TopicPrefix: topics.DefaultSubunitPrefix, MaxBody: 128 * bytesize.MiB},
+		MaxRunningTests: payload.DefaultMaxRunning,
+	}
+}
+
+// Validate reports every problem of the section at once.
+func (c *Config) Validate() error {
+	var p strictyaml.Problems
+	p.Wrap("", c.Config.Validate())
+	if c.MaxRunningTests <= 0 {
+		p.Add("max_running_tests", "must be positive, for example %d", payload.DefaultMaxRunning)
+	}
+	return p.Err()
 }
 
 // Options are what the handler needs besides its config section.
@@ -169,7 +192,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client str
 		httpserver.WriteError(w, http.StatusUnsupportedMediaType, "Content-Encoding "+enc+": only gzip is understood", "Content-Encoding")
 		return
 	}
-	sum, err := payload.Summarize(stream)
+	sum, err := payload.Summarize(stream, h.cfg.MaxRunningTests)
 	if err != nil {
 		h.streamError(w, r, client, err)
 		return
@@ -220,11 +243,11 @@ var levelField = map[string]string{
 	"change":        payload.FieldChange,
 }
 
-// streamError answers for a stream that could not be read: 413 over the
-// limit, 400 for a stream that is not subunit v2 (or not gzip), or that the
+// streamError answers for a stream that could not be read: 413 over
+// max_body or max_running_tests, 400 for a stream that is not subunit v2 (or not gzip), or that the
 // client cut short.
 func (h *Handler) streamError(w http.ResponseWriter, r *http.Request, client string, err error) {
-	if errors.Is(err, httpserver.ErrBodyTooLarge) {
+	if errors.Is(err, httpserver.ErrBodyTooLarge) || errors.Is(err, payload.ErrTooManyRunning) {
 		h.refused(r, client, "body", err)
 		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, err.Error(), "")
 		return

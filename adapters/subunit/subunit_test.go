@@ -15,11 +15,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"
+	"github.com/opsfirehose/firehose/internal/testsubunit"
+	payload "github.com/opsfirehose/firehose/payloads/subunit"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/output.txt")
@@ -214,7 +217,12 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 	sub := b.Subscribe(t, "#")
 	cfg := DefaultConfig()
 	cfg.MaxBody = 64 * bytesize.KiB
+	cfg.MaxRunningTests = 10
 	srv := serve(t, b, cfg, []httpserver.Token{{Name: "ci", Token: "s3cret"}})
+	var unfinished []byte
+	for i := range cfg.MaxRunningTests + 1 {
+		unfinished = testsubunit.Packet(unfinished, fmt.Sprint("tempest.t", i), payload.StatusInProgress)
+	}
 	stream := subunitOutput(t, []string{"--success", "tempest.a"})
 	big := subunitOutput(t, []string{"--success", "tempest.a"}, []string{"--attach-file", writeFile(t, 100<<10)})
 	var bomb bytes.Buffer
@@ -251,6 +259,7 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 		{"subunit v1", query("1"), []byte("test: a\nsuccess: a\n"), auth(streamHeader), http.StatusBadRequest, "body"},
 		{"not gzip", query("1"), stream, auth(map[string]string{"Content-Type": StreamType, "Content-Encoding": "gzip"}), http.StatusBadRequest, "body"},
 		{"unknown encoding", query("1"), stream, auth(map[string]string{"Content-Type": StreamType, "Content-Encoding": "br"}), http.StatusUnsupportedMediaType, "Content-Encoding"},
+		{"more tests in progress than max_running_tests", query("1"), unfinished, auth(streamHeader), http.StatusRequestEntityTooLarge, ""},
 		{"stream over max_body", query("1"), big, auth(streamHeader), http.StatusRequestEntityTooLarge, ""},
 		{"gzipped stream over max_body once inflated", query("1"), bomb.Bytes(), auth(map[string]string{"Content-Type": StreamType, "Content-Encoding": "gzip"}), http.StatusRequestEntityTooLarge, ""},
 		{"form fields, not JSON", "", []byte("a=b"), auth(map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), http.StatusBadRequest, ""},
@@ -296,9 +305,9 @@ func TestConfig(t *testing.T) {
 	if err := cfg.Validate(); err != nil || cfg.TopicPrefix != "gearman-subunit" || !cfg.Enabled {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
-	bad := Config{TopicPrefix: "x/#", Tokens: []httpserver.Token{{}}}
+	bad := Config{Config: intake.Config{TopicPrefix: "x/#", Tokens: []httpserver.Token{{}}}}
 	err := bad.Validate()
-	for _, key := range []string{"topic_prefix", "max_body", "tokens[0].token"} {
+	for _, key := range []string{"topic_prefix", "max_body", "tokens[0].token", "max_running_tests"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%v does not name %s", err, key)
 		}

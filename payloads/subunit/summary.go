@@ -2,8 +2,11 @@ package subunit
 
 import (
 	"errors"
+	"fmt"
+	"hash/maphash"
 	"io"
 	"slices"
+	"unicode/utf8"
 )
 
 // MaxListed bounds Summary.Failed.
@@ -33,23 +36,61 @@ type Summary struct {
 	Incomplete int `json:"incomplete"`
 	// Packets is the number of packets in the stream.
 	Packets int `json:"packets"`
-	// Failed lists the ids of the first MaxListed failed or incomplete tests.
+	// Failed lists the ids of the first MaxListed failed or incomplete
+	// tests, each cut to MaxIDShown bytes.
 	Failed []string `json:"failed,omitempty"`
 }
 
 // Successful reports whether no test failed and none is incomplete.
 func (s *Summary) Successful() bool { return s.Fail == 0 && s.Incomplete == 0 }
 
-// Summarize reads a whole subunit v2 stream and counts its tests. Errors are
-// those of Reader.Next; on error the summary covers the packets read so far.
-func Summarize(r io.Reader) (Summary, error) {
-	var s Summary
-	// A present but empty route code is not an absent one, as in testtools.
-	type key struct {
-		id, route string
-		routed    bool
+// DefaultMaxRunning is the default bound on the tests a stream may have in
+// progress at once. A test runner has one test in progress per worker, so
+// real streams stay far below it; a stream that starts tests and never
+// finishes them would otherwise make the reader remember every one.
+const DefaultMaxRunning = 10000
+
+// MaxIDShown bounds a test id as Summary.Failed lists it, in bytes; a
+// longer one is cut, with "…" at the end. A test id may be up to 4 MiB.
+const MaxIDShown = 256
+
+// ErrTooManyRunning is wrapped by every *TooManyRunningError.
+var ErrTooManyRunning = errors.New("too many tests in progress")
+
+// TooManyRunningError is a stream with more tests in progress at once than
+// Summarize was told to track.
+type TooManyRunningError struct {
+	Limit int
+	// Offset and Packet locate the packet that started one test too many.
+	Offset int64
+	Packet int
+}
+
+func (e *TooManyRunningError) Error() string {
+	return fmt.Sprintf("subunit v2 packet %d at byte %d: more than %d tests in progress at once "+
+		"(a test is in progress from its first packet until one with a final status); "+
+		"the bridge tracks at most %d (subunit.max_running_tests)", e.Packet, e.Offset, e.Limit, e.Limit)
+}
+
+// Unwrap returns ErrTooManyRunning.
+func (e *TooManyRunningError) Unwrap() error { return ErrTooManyRunning }
+
+// Summarize reads a whole subunit v2 stream and counts its tests. It keeps
+// at most maxRunning tests in progress at once (DefaultMaxRunning when it is
+// 0 or less), each at a fixed cost whatever the length of its id, so its
+// memory is bounded however long the stream; one test more is a
+// *TooManyRunningError. Other errors are those of Reader.Next. On error the
+// summary covers the packets read so far.
+func Summarize(r io.Reader, maxRunning int) (Summary, error) {
+	if maxRunning <= 0 {
+		maxRunning = DefaultMaxRunning
 	}
-	running := map[key]bool{}
+	var s Summary
+	// A test is known by a 128-bit keyed hash of its (id, route code), so
+	// that a 4 MiB test id costs no more to track than a short one; the
+	// value is the id as Failed would list it.
+	keys := newTestKeys()
+	running := map[testKey]string{}
 	rd := NewReader(r)
 	for {
 		p, err := rd.Next()
@@ -63,17 +104,22 @@ func Summarize(r io.Reader) (Summary, error) {
 		if !p.Has(FlagTestID) {
 			continue
 		}
-		k := key{p.TestID, p.RouteCode, p.Has(FlagRouteCode)}
+		k := keys.key(p.TestID, p.RouteCode, p.Has(FlagRouteCode))
 		if p.Status.Interim() {
-			running[k] = true
+			if _, ok := running[k]; !ok {
+				if len(running) >= maxRunning {
+					return s, &TooManyRunningError{Limit: maxRunning, Offset: p.Offset, Packet: s.Packets - 1}
+				}
+				running[k] = shownID(p.TestID)
+			}
 			continue
 		}
 		delete(running, k)
 		s.count(p.Status, p.TestID)
 	}
 	incomplete := make([]string, 0, len(running))
-	for k := range running {
-		incomplete = append(incomplete, k.id)
+	for _, id := range running {
+		incomplete = append(incomplete, id)
 	}
 	slices.Sort(incomplete)
 	for _, id := range incomplete {
@@ -82,6 +128,50 @@ func Summarize(r io.Reader) (Summary, error) {
 		s.listFailed(id)
 	}
 	return s, nil
+}
+
+// testKey identifies a test: a (test id, route code) pair.
+type testKey [2]uint64
+
+// testKeys hashes tests with two random seeds: 128 bits, so that no two
+// tests of a stream share a key by chance, and keyed, so that a stream
+// cannot be made to collide on purpose.
+type testKeys struct{ a, b maphash.Hash }
+
+func newTestKeys() *testKeys {
+	k := &testKeys{}
+	k.a.SetSeed(maphash.MakeSeed())
+	k.b.SetSeed(maphash.MakeSeed())
+	return k
+}
+
+// key hashes id, then a NUL (which an id never holds), whether a route code
+// is present (an empty one is not an absent one, as in testtools), and the
+// route code.
+func (k *testKeys) key(id, route string, routed bool) testKey {
+	var out testKey
+	for i, h := range []*maphash.Hash{&k.a, &k.b} {
+		h.Reset()
+		h.WriteString(id)
+		if routed {
+			h.WriteByte(0)
+			h.WriteString(route)
+		}
+		out[i] = h.Sum64()
+	}
+	return out
+}
+
+// shownID is id cut to MaxIDShown bytes, at a character boundary, with "…".
+func shownID(id string) string {
+	if len(id) <= MaxIDShown {
+		return id
+	}
+	cut := MaxIDShown - len("…")
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return id[:cut] + "…"
 }
 
 func (s *Summary) count(st Status, id string) {
@@ -106,6 +196,6 @@ func (s *Summary) count(st Status, id string) {
 
 func (s *Summary) listFailed(id string) {
 	if len(s.Failed) < MaxListed {
-		s.Failed = append(s.Failed, id)
+		s.Failed = append(s.Failed, shownID(id))
 	}
 }

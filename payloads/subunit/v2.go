@@ -114,7 +114,8 @@ func (e *FormatError) Unwrap() error { return ErrFormat }
 // byte must belong to a packet with the right signature, version, length and
 // CRC32, so content that is not subunit (such as a test's stray stdout,
 // which python-subunit's tools can wrap as "stdout" attachments) is an error.
-// Memory is bounded by the largest packet, 4 MiB.
+// Memory is bounded by the largest packet, 4 MiB, and grows with the bytes
+// that arrive, not with the lengths packets claim.
 type Reader struct {
 	r      *bufio.Reader
 	offset int64
@@ -175,11 +176,7 @@ func (r *Reader) Next() (*Packet, error) {
 		return fail("version %d; only subunit v2 (version %d) is supported", v, Version)
 	}
 	rest := length - headerLen
-	if cap(r.buf) < rest {
-		r.buf = make([]byte, rest)
-	}
-	r.buf = r.buf[:rest]
-	if _, err := io.ReadFull(r.r, r.buf); err != nil {
+	if err := r.readBody(rest); err != nil {
 		return r.short(start, err, length)
 	}
 	body, sum := r.buf[:rest-4], binary.BigEndian.Uint32(r.buf[rest-4:])
@@ -195,6 +192,29 @@ func (r *Reader) Next() (*Packet, error) {
 	r.offset += int64(length)
 	r.n++
 	return p, nil
+}
+
+// firstChunk is the most readBody allocates before the bytes arrive.
+const firstChunk = 64 << 10
+
+// readBody reads the n bytes of a packet after its header into r.buf. The
+// buffer grows with the bytes that arrive, never from the length the packet
+// claims: a stream that claims a 4 MiB packet and stops costs what it sent.
+func (r *Reader) readBody(n int) error {
+	r.buf = r.buf[:0]
+	for len(r.buf) < n {
+		if len(r.buf) == cap(r.buf) {
+			next := make([]byte, len(r.buf), min(n, max(2*cap(r.buf), firstChunk)))
+			copy(next, r.buf)
+			r.buf = next
+		}
+		end := min(n, cap(r.buf))
+		if _, err := io.ReadFull(r.r, r.buf[len(r.buf):end]); err != nil {
+			return err
+		}
+		r.buf = r.buf[:end]
+	}
+	return nil
 }
 
 // short reports a stream that ends inside a packet, or a read error.

@@ -111,7 +111,7 @@ func TestToolStreams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			stream := tt.stream(t)
-			got, err := Summarize(bytes.NewReader(stream))
+			got, err := Summarize(bytes.NewReader(stream), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestToolStreams(t *testing.T) {
 
 	t.Run("mixed stream refused at the stray byte", func(t *testing.T) {
 		t.Parallel()
-		_, err := Summarize(bytes.NewReader(mixed(t)))
+		_, err := Summarize(bytes.NewReader(mixed(t)), 0)
 		var fe *FormatError
 		if !errors.As(err, &fe) || fe.Packet != 1 || !strings.Contains(fe.Reason, "0x73 where a packet should start") {
 			t.Errorf("mixed stream: %v", err)
@@ -211,7 +211,7 @@ func TestMatchesPythonSubunit(t *testing.T) {
 				t.Fatalf("round %d packet %d:\n got %s\nwant %s", round, i, dump(got), dump(wantPackets[i]))
 			}
 		}
-		got, err := Summarize(bytes.NewReader(stream))
+		got, err := Summarize(bytes.NewReader(stream), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +294,7 @@ func TestFormatErrors(t *testing.T) {
 		}(), 0, 0, "tag count"},
 	}
 	for _, tt := range tests {
-		_, err := Summarize(bytes.NewReader(tt.stream))
+		_, err := Summarize(bytes.NewReader(tt.stream), 0)
 		var fe *FormatError
 		if !errors.As(err, &fe) || !errors.Is(err, ErrFormat) {
 			t.Errorf("%s: got %v, want a FormatError", tt.name, err)
@@ -311,12 +311,12 @@ func TestFormatErrors(t *testing.T) {
 func TestReaderErrors(t *testing.T) {
 	stream, _ := os.ReadFile("testdata/failing.subunit")
 	boom := errors.New("connection reset")
-	_, err := Summarize(io.MultiReader(bytes.NewReader(stream[:20]), iotest.ErrReader(boom)))
+	_, err := Summarize(io.MultiReader(bytes.NewReader(stream[:20]), iotest.ErrReader(boom)), 0)
 	if !errors.Is(err, boom) || errors.Is(err, ErrFormat) {
 		t.Errorf("got %v", err)
 	}
-	whole, err1 := Summarize(bytes.NewReader(stream))
-	bytewise, err2 := Summarize(iotest.OneByteReader(bytes.NewReader(stream)))
+	whole, err1 := Summarize(bytes.NewReader(stream), 0)
+	bytewise, err2 := Summarize(iotest.OneByteReader(bytes.NewReader(stream)), 0)
 	if err1 != nil || err2 != nil || !reflect.DeepEqual(whole, bytewise) {
 		t.Errorf("%+v %v / %+v %v", whole, err1, bytewise, err2)
 	}
@@ -333,7 +333,7 @@ func TestCheckedInStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Summarize(f)
+		got, err := Summarize(f, 0)
 		f.Close()
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v %v; want %+v", name, got, err, want)
@@ -376,7 +376,7 @@ func FuzzReader(f *testing.F) {
 			}
 			end += int64(p.Length)
 		}
-		s, err := Summarize(bytes.NewReader(stream))
+		s, err := Summarize(bytes.NewReader(stream), 0)
 		if s.Tests != s.Success+s.Fail+s.Skip+s.XFail+s.UXSuccess+s.Incomplete || len(s.Failed) > MaxListed {
 			t.Fatalf("counts do not add up: %+v (%v)", s, err)
 		}
