@@ -31,7 +31,7 @@ func (b *Bridge) registerAdapters() error {
 	}{
 		{"chef", cfg.Chef.Config, func(o intake.Options) (endpoints, error) { return chef.New(cfg.Chef, o) }},
 		{"ansible", cfg.Ansible.Config, func(o intake.Options) (endpoints, error) { return ansible.New(cfg.Ansible, o) }},
-		{"gerrit", cfg.Gerrit, func(o intake.Options) (endpoints, error) { return gerrit.New(cfg.Gerrit, o) }},
+		{"gerrit", cfg.Gerrit.Config, func(o intake.Options) (endpoints, error) { return gerrit.New(cfg.Gerrit, o) }},
 		{"launchpad", cfg.Launchpad, func(o intake.Options) (endpoints, error) { return launchpad.New(cfg.Launchpad, o) }},
 		{"subunit", cfg.Subunit.Config, func(o intake.Options) (endpoints, error) { return subunit.New(cfg.Subunit, o) }},
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testsubunit"
 	"github.com/opsfirehose/firehose/payloads/subunit"
 )
@@ -96,5 +97,62 @@ func TestSubunitStreamInBoundedMemory(t *testing.T) {
 		if growth > 256<<20 {
 			t.Errorf("tests %s: the process grew by %d MiB", tt.name, growth>>20)
 		}
+	}
+}
+
+// TestHostileBodies: bodies built to hurt a parser (nesting a million deep,
+// one 7 MiB line, a million newlines, half a million tiny array elements) get
+// a 4xx from every endpoint that parses them, publish nothing, and leave
+// the bridge serving.
+func TestHostileBodies(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ConfigDB.Enabled = true
+	b := startBridge(t, cfg)
+	sub := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{})
+	msgs := sub.Subscribe("#", 1)
+	deepArrays := strings.Repeat("[", 1<<20)
+	deepObjects := strings.Repeat(`{"a":`, 1<<20/5)
+	bodies := map[string]string{
+		"arrays nested a million deep": deepArrays,
+		"objects nested 200,000 deep":  deepObjects,
+		"a 7 MiB line":                 `{"type":"x","project":"p","x":"` + strings.Repeat("y", 7<<20) + `"`,
+		"a million newlines":           strings.Repeat("\n", 1<<20),
+		"a million tiny elements":      "[" + strings.Repeat("1,", 1<<20) + "1]",
+		"an event in a million arrays": strings.Repeat("[", 1<<20) + `{"type":"x","project":"p"}` + strings.Repeat("]", 1<<20),
+	}
+	endpoints := []struct{ method, path, contentType string }{
+		{"POST", "/data-collector/v0/", "application/json"},
+		{"POST", "/ansible/v1/events", "application/json"},
+		{"POST", "/gerrit/v1/events", "application/json"},
+		{"POST", "/launchpad/v1/events", "message/rfc822"},
+		{"POST", "/subunit/v1/events", "application/json"},
+		{"PUT", "/api/v1/config/environments/1/resources/r/values", "application/json"},
+		{"POST", "/api/v1/config/environments", "application/json"},
+	}
+	for name, body := range bodies {
+		for _, ep := range endpoints {
+			req, _ := http.NewRequest(ep.method, "http://"+b.HTTPAddr()+ep.path, strings.NewReader(body))
+			req.Header.Set("Content-Type", ep.contentType)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s to %s: %v", name, ep.path, err)
+			}
+			answer, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+				t.Errorf("%s to %s: %d %.200s", name, ep.path, resp.StatusCode, answer)
+			} else {
+				t.Logf("%s to %s: %d %.120s", name, ep.path, resp.StatusCode, answer)
+			}
+		}
+	}
+	if code, _ := get(t, "http://"+b.HTTPAddr()+"/healthz"); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	if err := b.Publisher().Publish(t.Context(), busMessage("end/marker")); err != nil {
+		t.Fatal(err)
+	}
+	if m := testkit.Next(t, msgs); m.Topic != "end/marker" {
+		t.Errorf("a hostile body was published: %q", m.Topic)
 	}
 }

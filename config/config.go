@@ -109,7 +109,7 @@ func (c *Config) Intakes() []Intake {
 	return []Intake{
 		{"chef", c.Chef.Config},
 		{"ansible", c.Ansible.Config},
-		{"gerrit", c.Gerrit},
+		{"gerrit", c.Gerrit.Config},
 		{"launchpad", c.Launchpad},
 		{"subunit", c.Subunit.Config},
 		// configdb.auth, when set, replaces http.tokens; it is more than

@@ -72,7 +72,7 @@ func FuzzIntake(f *testing.F) {
 		events := [][]byte{bytes.TrimSpace(body)}
 		if events[0][0] == '[' {
 			var err error
-			if events, err = payload.Split(events[0]); err != nil {
+			if events, err = payload.Split(events[0], 0); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -121,12 +121,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpserver.WriteError(w, perr.code, perr.msg, perr.field)
 		return
 	}
-	if len(msgs) > 0 {
-		if err := h.pub.Publish(r.Context(), msgs...); err != nil {
-			h.log.Warn().Err(err).Int("events", len(msgs)).Msg("publish failed; the sender will retry")
-			httpserver.WritePublishError(w, err)
-			return
-		}
+	if err := h.pub.Publish(r.Context(), msgs...); err != nil {
+		h.log.Warn().Err(err).Int("events", len(msgs)).Msg("publish failed; the sender will retry")
+		httpserver.WritePublishError(w, err)
+		return
 	}
 	for i, n := range counts {
 		if n > 0 {
@@ -163,13 +161,17 @@ func (h *Handler) messages(body []byte) (msgs []bus.Message, counts [len(eventTy
 		counts[t]++
 		return []bus.Message{msg}, counts, nil
 	}
-	events, err := payload.Split(body)
+	events, err := payload.Split(body, h.cfg.MaxBatch)
+	if errors.Is(err, payload.ErrTooMany) {
+		return nil, counts, &problem{http.StatusRequestEntityTooLarge,
+			"more than " + strconv.Itoa(h.cfg.MaxBatch) + " events in one request, over ansible.max_batch; send smaller batches", ""}
+	}
 	if err != nil {
 		return nil, counts, &problem{http.StatusBadRequest, err.Error(), ""}
 	}
-	if len(events) > h.cfg.MaxBatch {
-		return nil, counts, &problem{http.StatusRequestEntityTooLarge,
-			strconv.Itoa(len(events)) + " events are over max_batch " + strconv.Itoa(h.cfg.MaxBatch) + "; send smaller batches", ""}
+	if len(events) == 0 {
+		// A 200 for nothing would tell a sender that lost its events they are safe.
+		return nil, counts, &problem{http.StatusBadRequest, "empty array: send one event (a JSON object) or an array of at least one", ""}
 	}
 	msgs = make([]bus.Message, 0, len(events))
 	for i, raw := range events {

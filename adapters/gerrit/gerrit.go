@@ -23,6 +23,7 @@ import (
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
 	payload "github.com/opsfirehose/firehose/payloads/gerrit"
+	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -41,12 +42,32 @@ const (
 	TokenQuery        = "token"
 )
 
-// Config is the `gerrit:` section: enabled, topic_prefix, tokens and max_body.
-type Config = intake.Config
+// Config is the `gerrit:` section.
+type Config struct {
+	// Config holds enabled (default true), topic_prefix (default
+	// "gerrit"), tokens and max_body (default 8MiB).
+	intake.Config `yaml:",inline"`
+	// MaxBatch is the most events one NDJSON request may carry; more get a
+	// 413. Default 1000 (`bridge ingest gerrit` posts at most 100).
+	MaxBatch int `yaml:"max_batch"`
+}
 
 // DefaultConfig is enabled, with the firehose's prefix.
 func DefaultConfig() Config {
-	return Config{Enabled: true, TopicPrefix: topics.DefaultGerritPrefix, MaxBody: 8 * bytesize.MiB}
+	return Config{
+		Config:   intake.Config{Enabled: true, TopicPrefix: topics.DefaultGerritPrefix, MaxBody: 8 * bytesize.MiB},
+		MaxBatch: 1000,
+	}
+}
+
+// Validate reports every problem of the section at once.
+func (c *Config) Validate() error {
+	var p strictyaml.Problems
+	p.Wrap("", c.Config.Validate())
+	if c.MaxBatch <= 0 {
+		p.Add("max_batch", "must be positive, for example 1000")
+	}
+	return p.Err()
 }
 
 // Options are what the handler needs besides its config section.
@@ -117,7 +138,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refused(r, client, "body")
 		return
 	}
-	events, err := payload.Parse(body)
+	events, err := payload.Parse(body, h.cfg.MaxBatch)
+	if errors.Is(err, payload.ErrTooMany) {
+		h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Msg("gerrit request refused: over max_batch")
+		httpserver.WriteError(w, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("more than %d events in one request, over gerrit.max_batch; send smaller batches", h.cfg.MaxBatch), "")
+		return
+	}
 	if err != nil {
 		var e *payload.Error
 		errors.As(err, &e)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testintake"
@@ -105,8 +106,10 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 	sub := b.Subscribe(t, "#")
 	cfg := DefaultConfig()
 	cfg.MaxBody = 4 * bytesize.KiB
+	cfg.MaxBatch = 3
 	srv := serve(t, b, cfg, []httpserver.Token{{Name: "ci", Token: "s3cret"}})
 	event := `{"type":"comment-added","project":"openstack/nova"}`
+	small := `{"type":"x","project":"p"}`
 	tests := []struct {
 		name   string
 		url    string
@@ -122,6 +125,8 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 		{"over max_body", Path, strings.Repeat(event+"\n", 100), map[string]string{TokenHeader: "s3cret"}, http.StatusRequestEntityTooLarge, ""},
 		{"project segment too long for a topic", Path, `{"type":"x","change":{"project":"a/` + strings.Repeat("b", 1025) + `"}}`,
 			map[string]string{TokenHeader: "s3cret"}, http.StatusBadRequest, "change.project"},
+		{"over max_batch", Path, strings.Repeat(small+"\n", 4), map[string]string{TokenHeader: "s3cret"}, http.StatusRequestEntityTooLarge, ""},
+		{"blank lines only", Path, strings.Repeat("\n", 4000), map[string]string{TokenHeader: "s3cret"}, http.StatusBadRequest, ""},
 		{"bad line in a batch", Path, event + "\n" + `{"type":"x"}`, map[string]string{TokenHeader: "s3cret"}, http.StatusBadRequest, "project"},
 	}
 	for _, tt := range tests {
@@ -147,6 +152,10 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 			t.Errorf("token way %d published %+v", i, got)
 		}
 	}
+	// max_batch events, blank lines around them, are taken.
+	if code, _, resp := testintake.Post(t, srv.URL+Path, "\n\n"+strings.Repeat(small+"\n\n", 3), map[string]string{TokenHeader: "s3cret"}); code != http.StatusOK || resp != `{"accepted":3}` {
+		t.Errorf("max_batch events: %d %s", code, resp)
+	}
 }
 
 // TestBusDown answers 503 with Retry-After, so that the sender keeps the
@@ -168,9 +177,9 @@ func TestConfig(t *testing.T) {
 	if err := cfg.Validate(); err != nil || cfg.TopicPrefix != "gerrit" || !cfg.Enabled {
 		t.Fatalf("defaults: %+v %v", cfg, err)
 	}
-	bad := Config{TopicPrefix: "$SYS/x", MaxBody: 0, Tokens: []httpserver.Token{{Name: "x"}}}
+	bad := Config{Config: intake.Config{TopicPrefix: "$SYS/x", MaxBody: 0, Tokens: []httpserver.Token{{Name: "x"}}}}
 	err := bad.Validate()
-	for _, key := range []string{"topic_prefix", "max_body", "tokens[0].token"} {
+	for _, key := range []string{"topic_prefix", "max_body", "tokens[0].token", "max_batch"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%v does not name %s", err, key)
 		}

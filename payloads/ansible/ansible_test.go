@@ -142,7 +142,7 @@ func FuzzParse(f *testing.F) {
 		if !json.Valid(data) {
 			return
 		}
-		elems, serr := Split(append(append([]byte("[ "), data...), " ,{}]"...))
+		elems, serr := Split(append(append([]byte("[ "), data...), " ,{}]"...), 0)
 		if serr != nil || len(elems) != 2 || string(elems[1]) != "{}" {
 			t.Fatalf("Split of [data, {}]: %q, %v", elems, serr)
 		}
@@ -195,8 +195,9 @@ func TestSplit(t *testing.T) {
 		{" [ 1 , \"a,b\\\"]\" ,\n{\"x\":\"]}\",\"y\":[[],{}]}, null ] ", []string{`1`, `"a,b\"]"`, `{"x":"]}","y":[[],{}]}`, `null`}, ""},
 		{`[1,]`, nil, "malformed JSON array of events"},
 		{`{}`, nil, "not a JSON array"},
+		{`[1,2,3]`, []string{"1", "2", "3"}, ""},
 	} {
-		got, err := Split([]byte(tc.in))
+		got, err := Split([]byte(tc.in), 0)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: error %v, want %q", tc.in, err, tc.err)
@@ -206,6 +207,15 @@ func TestSplit(t *testing.T) {
 		if err != nil || fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
 			t.Errorf("%s: got %q %v, want %q", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+func TestSplitStopsAtMax(t *testing.T) {
+	if got, err := Split([]byte(`[1, 2, 3]`), 3); err != nil || len(got) != 3 {
+		t.Fatalf("3 of at most 3: %q %v", got, err)
+	}
+	if got, err := Split([]byte(`[1, 2, 3, 4]`), 3); !errors.Is(err, ErrTooMany) || got != nil {
+		t.Fatalf("4 of at most 3: %q %v", got, err)
 	}
 }
 

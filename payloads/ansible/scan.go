@@ -3,6 +3,7 @@ package ansible
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 )
 
@@ -16,10 +17,16 @@ import (
 // caller then decodes with encoding/json, so the result is always exactly
 // parseSlow's; FuzzParse checks that they agree.
 
+// ErrTooMany is Split's error for an array of more events than it may return.
+var ErrTooMany = errors.New("too many events")
+
 // Split returns the elements of a JSON array of events, as sub-slices of
 // data, without decoding them; each is valid JSON, ready for [ParseValid].
-// data that is not a valid JSON array gets a *FieldError.
-func Split(data []byte) ([][]byte, error) {
+// data that is not a valid JSON array gets a *FieldError. An array of more
+// than max elements gets ErrTooMany, found before more than max+1 are
+// listed (max <= 0: no bound), so that a body of a million tiny elements
+// costs no more than its bytes.
+func Split(data []byte, max int) ([][]byte, error) {
 	if !json.Valid(data) {
 		// Decode only for encoding/json's description of the fault.
 		var events []json.RawMessage
@@ -39,6 +46,9 @@ func Split(data []byte) ([][]byte, error) {
 		return out, nil
 	}
 	for i < len(data) {
+		if max > 0 && len(out) == max {
+			return nil, ErrTooMany
+		}
 		end := skipValue(data, i)
 		out = append(out, data[i:end])
 		i = skipSpace(data, end)

@@ -89,11 +89,16 @@ type head struct {
 	RefUpdate json.RawMessage `json:"refUpdate"`
 }
 
+// ErrTooMany is Parse's error for a body of more events than it may return.
+var ErrTooMany = errors.New("too many events")
+
 // Parse reads a request body: one event (which may span several lines, as
 // pretty-printed JSON does) or NDJSON (one event per line; blank lines are
 // skipped). It returns every event or, if any line is bad, only the first
-// error: a body is taken whole or not at all.
-func Parse(body []byte) ([]Event, error) {
+// error: a body is taken whole or not at all. A body of more than max
+// events (max <= 0: no bound) is ErrTooMany, found before more than max
+// are parsed.
+func Parse(body []byte, max int) ([]Event, error) {
 	trimmed := bytes.Trim(body, jsonSpace)
 	if len(trimmed) == 0 {
 		return nil, &Error{Line: 1, Msg: "empty body: send one Gerrit event as JSON, or NDJSON with one event per line"}
@@ -109,7 +114,9 @@ func Parse(body []byte) ([]Event, error) {
 		}
 		return []Event{ev}, nil
 	}
-	events := make([]Event, 0, bytes.Count(trimmed, []byte{'\n'})+1)
+	// The events slice grows with the events found: a body of newlines
+	// costs its bytes, not an Event per newline.
+	var events []Event
 	for line, rest := 1, body; len(rest) > 0; line++ {
 		var l []byte
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
@@ -120,6 +127,9 @@ func Parse(body []byte) ([]Event, error) {
 		l = bytes.Trim(l, jsonSpace)
 		if len(l) == 0 {
 			continue
+		}
+		if max > 0 && len(events) == max {
+			return nil, ErrTooMany
 		}
 		ev, err := parseAt(l, line)
 		if err != nil {

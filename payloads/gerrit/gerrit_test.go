@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -104,7 +105,7 @@ func TestParseBody(t *testing.T) {
 		{name: "two values on one line", body: patchsetCreated + " " + refUpdated, errLine: 1},
 	}
 	for _, tt := range tests {
-		events, err := Parse([]byte(tt.body))
+		events, err := Parse([]byte(tt.body), 0)
 		if tt.errLine != 0 {
 			var e *Error
 			if !errors.As(err, &e) || e.Line != tt.errLine || e.Field != tt.errField || events != nil {
@@ -157,7 +158,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		events, err := Parse(body)
+		events, err := Parse(body, 0)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || e.Line < 1 || events != nil {
@@ -183,4 +184,25 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParseCostsWhatTheEventsAre: a body of newlines around two events
+// costs two events, not one per newline (before: an Event of 80 bytes was
+// reserved for every newline, 640 MB for an 8 MiB body).
+func TestParseCostsWhatTheEventsAre(t *testing.T) {
+	event := `{"type":"x","project":"p"}`
+	body := []byte(event + strings.Repeat("\n", 1<<20) + event)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	events, err := Parse(body, 0)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(events) != 2 {
+		t.Fatalf("%d events, %v", len(events), err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<10 {
+		t.Fatalf("parsing two events among 1 MiB of newlines allocated %d KiB", grew>>10)
+	}
+	if _, err := Parse([]byte(event+"\n"+event+"\n"+event), 2); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("3 events, at most 2: %v", err)
+	}
 }
