@@ -23,7 +23,6 @@ import (
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
 	payload "github.com/opsfirehose/firehose/payloads/gerrit"
-	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -42,15 +41,11 @@ const (
 	TokenQuery        = "token"
 )
 
-// Config is the `gerrit:` section.
-type Config struct {
-	// Config holds enabled (default true), topic_prefix (default
-	// "gerrit"), tokens and max_body (default 8MiB).
-	intake.Config `yaml:",inline"`
-	// MaxBatch is the most events one NDJSON request may carry; more get a
-	// 413. Default 1000 (`bridge ingest gerrit` posts at most 100).
-	MaxBatch int `yaml:"max_batch"`
-}
+// Config is the `gerrit:` section: enabled (default true), topic_prefix
+// (default "gerrit"), tokens, max_body (default 8MiB) and max_batch, the
+// most events of one NDJSON request (default 1000; `bridge ingest gerrit`
+// posts at most 100).
+type Config = intake.Batched
 
 // DefaultConfig is enabled, with the firehose's prefix.
 func DefaultConfig() Config {
@@ -58,16 +53,6 @@ func DefaultConfig() Config {
 		Config:   intake.Config{Enabled: true, TopicPrefix: topics.DefaultGerritPrefix, MaxBody: 8 * bytesize.MiB},
 		MaxBatch: 1000,
 	}
-}
-
-// Validate reports every problem of the section at once.
-func (c *Config) Validate() error {
-	var p strictyaml.Problems
-	p.Wrap("", c.Config.Validate())
-	if c.MaxBatch <= 0 {
-		p.Add("max_batch", "must be positive, for example 1000")
-	}
-	return p.Err()
 }
 
 // Options are what the handler needs besides its config section.

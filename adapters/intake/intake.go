@@ -47,6 +47,26 @@ func (c *Config) Validate() error {
 	return p.Err()
 }
 
+// Batched is the section of an adapter that takes many events in one
+// request (an array, NDJSON): the common keys and max_batch.
+type Batched struct {
+	Config `yaml:",inline"`
+	// MaxBatch is the most events one request may carry; more get a 413,
+	// found before the events are listed, so that a body of a million tiny
+	// events costs no more than its bytes.
+	MaxBatch int `yaml:"max_batch"`
+}
+
+// Validate reports every problem of the section at once.
+func (c *Batched) Validate() error {
+	var p strictyaml.Problems
+	p.Wrap("", c.Config.Validate())
+	if c.MaxBatch <= 0 {
+		p.Add("max_batch", "must be positive, for example 1000")
+	}
+	return p.Err()
+}
+
 // Options are what the bridge hands an adapter besides its config section.
 type Options struct {
 	// Publisher receives every message; required.
