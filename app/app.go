@@ -50,13 +50,15 @@ type Bridge struct {
 	startErr     error
 	shutdownOnce sync.Once
 	shutdownErr  error
+	stop         chan struct{} // closed when the bridge shuts down
+	stopOnce     sync.Once
 }
 
 // New builds the bridge from a validated config and opens every listening
 // socket, so a port in use fails here with the listener's name. Nothing is
 // served until Start; sinks start connecting at once, in the background.
 func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
-	b := &Bridge{cfg: cfg, log: log, registry: newRegistry(), sinks: map[string]sinks.Sink{}}
+	b := &Bridge{cfg: cfg, log: log, registry: newRegistry(), sinks: map[string]sinks.Sink{}, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			b.closeAll(context.Background())
@@ -94,7 +96,7 @@ func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
 		if b.subscriber, err = router.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, log); err != nil {
 			return nil, err
 		}
-		b.publisher = b.external
+		b.publisher = &fittedPublisher{router: b.router, next: b.external}
 	default:
 		if b.broker, err = broker.New(cfg.Broker, broker.Options{Logger: log, Registerer: b.registry}); err != nil {
 			return nil, err
@@ -128,6 +130,9 @@ func externalConn(ext *broker.External, suffix string) sinks.Config {
 		TLS:                  ext.TLS,
 		MaxReconnectInterval: ext.MaxReconnectInterval,
 		ConfirmTimeout:       ext.ConfirmTimeout,
+		// The external broker is the bus: its limit is its own, as for
+		// any MQTT client, not a route's.
+		MaxPacketSize: sinks.MaxMQTTPacket,
 	}
 }
 
@@ -192,6 +197,7 @@ func (b *Bridge) start() error {
 		}
 	}
 	b.router.Start()
+	b.warnSizeLimits()
 	if b.subscriber != nil {
 		b.subscriber.Start()
 	}
@@ -235,6 +241,7 @@ func (b *Bridge) Shutdown(ctx context.Context) error {
 }
 
 func (b *Bridge) closeAll(ctx context.Context) error {
+	b.stopOnce.Do(func() { close(b.stop) })
 	var errs []error
 	step := func(name string, fn func() error) {
 		if err := within(ctx, fn); err != nil {
@@ -270,6 +277,34 @@ func (b *Bridge) closeAll(ctx context.Context) error {
 		step("broker", b.broker.Close)
 	}
 	return errors.Join(errs...)
+}
+
+// warnSizeLimits logs, for each sink, the inputs whose messages may be
+// larger than a required route to it delivers (config.SizeWarnings), once
+// the sink's limit is known: at once for an MQTT sink, whose limit is
+// configured; when a NATS sink has read its server's.
+func (b *Bridge) warnSizeLimits() {
+	warn := func(name string, s sinks.Sink) {
+		lim := s.Limit()
+		for _, w := range b.cfg.SizeWarnings(func(sink string) (sinks.Limit, bool) { return lim, sink == name }) {
+			b.log.Warn().Str("key", w.Key).Str("sink", name).Msg(w.Msg)
+		}
+	}
+	for _, name := range sortedKeys(b.sinks) {
+		s := b.sinks[name]
+		known, ok := s.(interface{ LimitKnown() <-chan struct{} })
+		if !ok {
+			warn(name, s)
+			continue
+		}
+		go func() {
+			select {
+			case <-known.LimitKnown():
+				warn(name, s)
+			case <-b.stop:
+			}
+		}()
+	}
 }
 
 // HTTPAddr is the HTTP listener's bound address.

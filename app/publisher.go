@@ -10,8 +10,9 @@ import (
 )
 
 // routedPublisher is the adapters' publisher in embedded mode: it routes
-// first (every required sink confirmed, or the outbox written), then
-// publishes on the local broker, whose router hook skips the bridge's own
+// first (every required sink confirmed, or the outbox written; a message too
+// large for a required route stops the call before anything is delivered),
+// then publishes on the local broker, whose router hook skips the bridge's own
 // messages. A failure anywhere fails the call, and the sender retries; the
 // duplicates that retry may cause are what Nats-Msg-Id is for.
 type routedPublisher struct {
@@ -30,4 +31,22 @@ func (p *routedPublisher) Publish(ctx context.Context, msgs ...bus.Message) erro
 		return err
 	}
 	return p.local.Publish(ctx, msgs...)
+}
+
+// fittedPublisher is the adapters' publisher in external mode: it refuses a
+// message too large for a required route before publishing anything on the
+// external broker, whose router subscriber could only drop it once the
+// sender had its 2xx.
+type fittedPublisher struct {
+	router *router.Router
+	next   bus.Publisher
+}
+
+func (p *fittedPublisher) Publish(ctx context.Context, msgs ...bus.Message) error {
+	for i := range msgs {
+		if err := p.router.Fit(&msgs[i]); err != nil {
+			return err
+		}
+	}
+	return p.next.Publish(ctx, msgs...)
 }

@@ -205,8 +205,14 @@ func checkCmd(env Env, prog string, args []string) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if _, ok := loadConfig(env, prog, *path); !ok {
+	cfg, ok := loadConfig(env, prog, *path)
+	if !ok {
 		return ExitUsage
+	}
+	if prog == "bridge" { // the warnings are about routes and intakes, which cmd/broker has not
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintf(env.Stderr, "%s: warning: %s\n", prog, w)
+		}
 	}
 	name := *path
 	if name == "" {

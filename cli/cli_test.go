@@ -73,6 +73,14 @@ func TestCheck(t *testing.T) {
 	if r.code != ExitUsage || !strings.Contains(r.stderr.String(), `broker.listeners[0].adress: unknown key (did you mean "address"?)`) {
 		t.Fatalf("check of a bad config: %d %q", r.code, r.stderr)
 	}
+	// A valid config that promises more than a route can keep is warned
+	// about on stderr; it is still OK.
+	routed := writeFile(t, "sinks:\n  js: {type: nats, urls: [nats://127.0.0.1:4222]}\nroutes:\n  - {name: all, filters: [\"#\"], sink: js}\n")
+	r = invoke(context.Background(), Bridge, "", nil, "check", "--config", routed)
+	if r.code != ExitOK || !strings.Contains(r.stdout.String(), "config OK") ||
+		!strings.Contains(r.stderr.String(), "bridge: warning: chef.max_body: 32MiB is over the 1MiB limit of required route all") {
+		t.Fatalf("check of a routed config: %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	// $FIREHOSE_CONFIG stands in for --config.
 	r = invoke(context.Background(), Broker, "", map[string]string{"FIREHOSE_CONFIG": bad}, "check")
 	if r.code != ExitUsage {

@@ -212,3 +212,35 @@ func TestLingerBounded(t *testing.T) {
 		t.Fatalf("lingered over %v bytes, want at most linger_bytes (1 MiB)", lingered)
 	}
 }
+
+// TestSlowlorisCostsLittle: connections that trickle headers and never end
+// them cost a few KiB each until ReadHeaderTimeout closes them; this
+// measures the cost (the closing itself is net/http's, set by New).
+func TestSlowlorisCostsLittle(t *testing.T) {
+	s := startEcho(t, bytesize.MiB, DefaultConfig())
+	const conns = 500
+	before := heapAlloc()
+	goroutines := runtime.NumGoroutine()
+	var open []net.Conn
+	for i := 0; i < conns; i++ {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+		if _, err := io.WriteString(c, "POST /in HTTP/1.1\r\nHost: x\r\nX-Slow: "); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, func() bool { return testutil.ToFloat64(s.metrics.conns) == conns }, "%d connections open", conns)
+	growth := int64(heapAlloc()) - int64(before)
+	t.Logf("%d connections with unfinished headers: heap +%d KiB (%d B each), goroutines +%d",
+		conns, growth>>10, growth/conns, runtime.NumGoroutine()-goroutines)
+	if growth > conns*16<<10 {
+		t.Errorf("heap grew by %d KiB a connection", growth/conns>>10)
+	}
+	for _, c := range open {
+		c.Close()
+	}
+	testkit.Eventually(t, func() bool { return testutil.ToFloat64(s.metrics.conns) == 0 }, "the connections to close")
+}

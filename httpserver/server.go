@@ -45,9 +45,11 @@ type Server struct {
 // handler (and so before any token is checked): the request line and headers
 // must arrive within ReadHeaderTimeout and hold at most MaxHeaderBytes (more
 // gets 431). The intake's own senders send a few hundred bytes of headers.
+// An idle keep-alive connection is closed after IdleTimeout.
 const (
 	ReadHeaderTimeout = 10 * time.Second
 	MaxHeaderBytes    = 64 << 10
+	IdleTimeout       = 2 * time.Minute
 )
 
 // New opens the listening socket, so a port in use fails here, and prepares
@@ -88,7 +90,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       IdleTimeout,
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			switch state {
+			case http.StateNew:
+				s.metrics.conns.Inc()
+			case http.StateClosed, http.StateHijacked:
+				s.metrics.conns.Dec()
+			}
+		},
 	}
 	return s, nil
 }
@@ -279,6 +289,7 @@ type httpMetrics struct {
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	inFlight  prometheus.Gauge
+	conns     prometheus.Gauge
 	bodyBytes prometheus.Counter
 	lingered  prometheus.Counter
 }
@@ -298,6 +309,10 @@ func newHTTPMetrics() *httpMetrics {
 			Name: "firehose_http_requests_in_flight",
 			Help: "HTTP requests being served now: headers read, answer not finished.",
 		}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "firehose_http_connections",
+			Help: "HTTP connections open now, idle or not.",
+		}),
 		bodyBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "firehose_http_request_body_bytes_total",
 			Help: "Request body bytes received, counted as they arrive, on every route.",
@@ -310,7 +325,7 @@ func newHTTPMetrics() *httpMetrics {
 }
 
 func (m *httpMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight, m.bodyBytes, m.lingered} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight, m.conns, m.bodyBytes, m.lingered} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

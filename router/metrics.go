@@ -14,7 +14,7 @@ type metrics struct {
 }
 
 type routeMetrics struct {
-	delivered, outboxed, replayed, dropped, rejected, refused prometheus.Counter
+	delivered, outboxed, replayed, dropped, rejected, refused, tooLarge prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -22,7 +22,8 @@ func newMetrics() *metrics {
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "firehose_route_messages_total",
 			Help: "Messages per route by result: delivered (confirmed by the sink), outboxed (kept for replay), " +
-				"dropped (optional route, sink unable), rejected (the sink can never take them), refused (outbox full; the sender was told to retry).",
+				"dropped (optional route, sink unable), rejected (the sink can never take them), refused (outbox full; the sender was told to retry), " +
+				"too_large (over the sink's size limit, refused before the sender was answered: HTTP 413, MQTT 5 PUBACK 0x97; an MQTT 3.1.1 publish is acked and dropped).",
 		}, []string{"route", "result"}),
 		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "firehose_outbox_replayed_total",
@@ -46,6 +47,7 @@ func (m *metrics) forRoute(name string) routeMetrics {
 		dropped:   m.messages.WithLabelValues(name, "dropped"),
 		rejected:  m.messages.WithLabelValues(name, "rejected"),
 		refused:   m.messages.WithLabelValues(name, "refused"),
+		tooLarge:  m.messages.WithLabelValues(name, "too_large"),
 		replayed:  m.replayed.WithLabelValues(name),
 	}
 }

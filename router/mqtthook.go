@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"hash/maphash"
 	"strconv"
 	"sync"
@@ -162,6 +163,18 @@ func (h *Hook) sessionFor(cl *mqtt.Client) *session {
 // QoS 2 packet); an MQTT 3.1.1 client is disconnected and resends.
 func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (packets.Packet, error) {
 	if err := h.router.Route(context.Background(), msg); err != nil {
+		// Too large for a required route: never delivered. MQTT 5 is told
+		// why; MQTT 3.1.1 gets a PUBREC as if taken (see tooLarge), and
+		// mochi completes the exchange at the PUBREL.
+		if code, ok := h.tooLarge(cl, pk, err); ok {
+			_ = cl.WritePacket(packets.Packet{
+				FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
+				PacketID:    pk.PacketID,
+				ReasonCode:  code.Code,
+				Properties:  packets.Properties{ReasonString: code.Reason},
+			})
+			return pk, packets.ErrRejectPacket
+		}
 		h.refused(cl, pk, err)
 		if cl.Properties.ProtocolVersion == 5 {
 			_ = cl.WritePacket(packets.Packet{
@@ -176,6 +189,26 @@ func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (pa
 		return pk, packets.ErrRejectPacket
 	}
 	return pk, nil
+}
+
+// tooLarge answers for a publish too large for a required route (a
+// *TooLargeError from Fit or Route; ok is false for any other error): an
+// MQTT 5 client gets "quota exceeded" (0x97, the PUBACK code that fits)
+// with a reason string naming the route and its limit; an MQTT 3.1.1 client
+// has no negative ack, and a disconnect would make it resend the message
+// forever, so it gets a success code and the message is dropped. Either
+// way it is delivered nowhere, counted on the route as too_large, and logged.
+func (h *Hook) tooLarge(cl *mqtt.Client, pk packets.Packet, err error) (code packets.Code, ok bool) {
+	var tl *TooLargeError
+	if !errors.As(err, &tl) {
+		return packets.Code{}, false
+	}
+	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).Int("protocol", int(cl.Properties.ProtocolVersion)).
+		Msg("an MQTT publish is too large for a required route; it is delivered nowhere (MQTT 5: refused with 0x97; MQTT 3.1.1: acknowledged and dropped)")
+	if cl.Properties.ProtocolVersion < 5 {
+		return packets.Code{Code: packets.CodeSuccess.Code}, true
+	}
+	return packets.Code{Code: packets.ErrQuotaExceeded.Code, Reason: tl.Reason()}, true
 }
 
 func (h *Hook) refused(cl *mqtt.Client, pk packets.Packet, err error) {
@@ -199,6 +232,8 @@ func (h *Hook) pipelineFor(cl *mqtt.Client) *pipeline {
 type item struct {
 	pk  packets.Packet
 	msg bus.Message
+	// tooLarge is Fit's refusal: the message is answered alone and routed nowhere.
+	tooLarge error
 }
 
 // pipeline carries one client's messages from OnPublish to PUBACK.
@@ -281,7 +316,9 @@ func (p *pipeline) run() {
 		}
 		p.msgs = p.msgs[:0]
 		for i := range batch {
-			p.msgs = append(p.msgs, batch[i].msg)
+			if batch[i].tooLarge = h.router.Fit(&batch[i].msg); batch[i].tooLarge == nil {
+				p.msgs = append(p.msgs, batch[i].msg)
+			}
 		}
 		err := h.router.Route(context.Background(), p.msgs...) // Route keeps no reference to p.msgs
 		clear(p.msgs)
@@ -291,6 +328,12 @@ func (p *pipeline) run() {
 		}
 		p.acks.Reset()
 		for _, it := range batch {
+			if it.tooLarge != nil {
+				if code, _ := h.tooLarge(p.cl, it.pk, it.tooLarge); it.pk.FixedHeader.Qos == 1 {
+					p.appendAckCode(it.pk.PacketID, code)
+				}
+				continue
+			}
 			if err == nil || it.pk.FixedHeader.Qos == 0 {
 				if derr := h.broker.Deliver(it.pk); derr != nil {
 					h.router.log.Debug().Err(derr).Str("topic", it.pk.TopicName).Msg("local delivery failed")
@@ -313,15 +356,23 @@ func (p *pipeline) run() {
 // appendAck encodes a PUBACK into p.acks, with the quota-exceeded reason
 // code when refused, as mochi's WritePacket would encode it for this client.
 func (p *pipeline) appendAck(id uint16, refused bool) {
+	code := packets.Code{Code: packets.CodeSuccess.Code}
+	if refused {
+		code = packets.ErrQuotaExceeded
+	}
+	p.appendAckCode(id, code)
+}
+
+// appendAckCode encodes a PUBACK with the given reason code and string (a
+// success has none).
+func (p *pipeline) appendAckCode(id uint16, code packets.Code) {
 	ack := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Puback},
 		PacketID:        id,
 		ProtocolVersion: p.cl.Properties.ProtocolVersion,
+		ReasonCode:      code.Code,
 	}
-	if refused {
-		ack.ReasonCode = packets.ErrQuotaExceeded.Code
-		ack.Properties.ReasonString = packets.ErrQuotaExceeded.Reason
-	}
+	ack.Properties.ReasonString = code.Reason
 	// [MQTT-3.1.2-29]: no reason string if the client asked for no problem information.
 	ack.Mods.DisallowProblemInfo = p.cl.Properties.Props.RequestProblemInfoFlag && p.cl.Properties.Props.RequestProblemInfo == 0
 	_ = ack.PubackEncode(&p.acks) // writing to a bytes.Buffer cannot fail

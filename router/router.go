@@ -44,6 +44,9 @@ type Router struct {
 	now     func() time.Time
 	metrics *metrics
 	where   bool // some route has a `where`
+	// topicGrowth bounds how much longer a route's addressing makes a
+	// topic: a rewrite to a longer prefix.
+	topicGrowth int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -92,6 +95,9 @@ func New(cfgs []Config, sinkSet map[string]sinks.Sink, natsSinks map[string]bool
 			log:    r.log.With().Str("route", c.Name).Str("sink", c.Sink).Logger(),
 		}
 		rt.metrics = r.metrics.forRoute(c.Name)
+		if c.Rewrite != nil {
+			r.topicGrowth = max(r.topicGrowth, len(c.Rewrite.To)-len(c.Rewrite.From))
+		}
 		if len(rt.conds) > 0 {
 			r.where = true
 		}
@@ -132,10 +138,17 @@ func (r *Router) Start() {
 // message is confirmed by the sink of every matching required route, or
 // stored in that route's outbox; optional routes only queue. An error wraps
 // bus.ErrUnavailable when an outbox is full or cannot be written: the sender
-// should retry later.
+// should retry later. When a message is too large for a required route that
+// takes it (see Fit), Route delivers none of msgs, anywhere, and returns
+// that message's *TooLargeError.
 func (r *Router) Route(ctx context.Context, msgs ...bus.Message) error {
 	if len(r.routes) == 0 {
 		return nil
+	}
+	for i := range msgs {
+		if err := r.Fit(&msgs[i]); err != nil {
+			return err
+		}
 	}
 	batches := r.match(msgs)
 	var (
@@ -165,6 +178,87 @@ func (r *Router) Route(ctx context.Context, msgs ...bus.Message) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// TooLargeError is a message bigger than a required route that takes it
+// can deliver: its sink's destination would refuse it for good, after its
+// sender was told it is safe. It wraps bus.ErrTooLarge.
+type TooLargeError struct {
+	Route, Sink string
+	// Topic is the message's topic on the bus.
+	Topic string
+	// Size is the message as the sink would send it (sinks.Sink.MessageSize).
+	Size  int
+	Limit sinks.Limit
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("message on %s is %d bytes as sink %s sends it, over the limit of required route %s: %d bytes (%s)",
+		e.Topic, e.Size, e.Sink, e.Route, e.Limit.Bytes, e.Limit.From)
+}
+
+// Reason is the error in few words, for an MQTT 5 reason string.
+func (e *TooLargeError) Reason() string {
+	return fmt.Sprintf("message of %d bytes over route %s's limit of %d bytes", e.Size, e.Route, e.Limit.Bytes)
+}
+
+// Unwrap returns bus.ErrTooLarge.
+func (e *TooLargeError) Unwrap() error { return bus.ErrTooLarge }
+
+// fitSlack bounds what a sink sends beside a payload: the NATS headers or
+// the MQTT packet header, less the topic and the headers' own bytes, which
+// Fit counts. A message this far under every limit needs no routing to be
+// known to fit.
+const fitSlack = 64
+
+// Fit checks m against the limit of every required route that takes it,
+// before anything is delivered, so that a sender is never told a message is
+// safe that a required route's sink will refuse for its size. It returns a
+// *TooLargeError for the first route m is too large for, and counts m as
+// too_large on that route. Optional routes are not checked: a message too
+// large for one is dropped there, and counted, as they promise nothing.
+// Most messages are far below every limit, and cost Fit a few additions.
+func (r *Router) Fit(m *bus.Message) error {
+	smallest := 0
+	for _, rt := range r.routes {
+		if rt.outbox != nil {
+			if lim := rt.sink.Limit().Bytes; lim > 0 && (smallest == 0 || lim < smallest) {
+				smallest = lim
+			}
+		}
+	}
+	if smallest == 0 || weight(m)+r.topicGrowth <= smallest {
+		return nil
+	}
+	var fields payloadFields
+	for _, rt := range r.routes {
+		if rt.outbox == nil || !rt.matchesTopic(m.Topic) || len(rt.conds) > 0 && !matches(rt.conds, m.Payload, &fields) {
+			continue
+		}
+		lim := rt.sink.Limit()
+		if lim.Bytes == 0 {
+			continue
+		}
+		out, err := rt.address(*m)
+		if err != nil {
+			continue // match drops it for this route, and says why
+		}
+		if size := rt.sink.MessageSize(&out); size > lim.Bytes {
+			rt.metrics.tooLarge.Inc()
+			return &TooLargeError{Route: rt.cfg.Name, Sink: rt.sink.Name(), Topic: m.Topic, Size: size, Limit: lim}
+		}
+	}
+	return nil
+}
+
+// weight bounds what any sink makes of m: its payload, topic and headers,
+// and fitSlack for the framing.
+func weight(m *bus.Message) int {
+	n := len(m.Payload) + len(m.Topic) + fitSlack
+	for k, v := range m.Headers {
+		n += len(k) + len(v) + 4
+	}
+	return n
 }
 
 // match maps msgs onto each route: the messages it takes, addressed for its sink.

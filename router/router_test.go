@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -445,5 +446,53 @@ func TestJetStreamClusterNodeLoss(t *testing.T) {
 			t.Fatalf("message %s delivered twice", m.Data())
 		}
 		seen[string(m.Data())] = true
+	}
+}
+
+// TestFitIsExactAndRefusesBeforeDelivering: a message of exactly a required
+// route's limit (the server's max_payload, headers included) is routed; a
+// byte more and Route delivers nothing of the call, on no route, and says
+// which route and limit. An optional route's limit refuses nothing.
+func TestFitIsExactAndRefusesBeforeDelivering(t *testing.T) {
+	srv := testnats.Start(t, func(o *server.Options) { o.MaxPayload = 4096 })
+	required := route("required", "core", "big/#")
+	optional := route("optional", "core", "#")
+	optional.Required, optional.SubjectPrefix = false, "opt"
+	f := newRouter(t, t.TempDir(), []router.Config{required, optional}, map[string]sinks.Config{"core": sinkConfig(sinks.TypeNATS, srv.URL())})
+	waitReady(t, f.sinks["core"])
+	got := subscribe(t, srv.URL(), ">")
+	sink := f.sinks["core"]
+	sized := func(topic string, size int) bus.Message {
+		m := msg(topic, "")
+		m.Payload = make([]byte, size-sink.MessageSize(&m))
+		return m
+	}
+	exact := sized("big/a", 4096)
+	if err := f.router.Fit(&exact); err != nil {
+		t.Fatalf("a message of exactly the limit: %v", err)
+	}
+	over := sized("big/a", 4097)
+	small := msg("big/b", "small")
+	err := f.router.Route(context.Background(), small, over)
+	var tl *router.TooLargeError
+	if !errors.As(err, &tl) || !errors.Is(err, bus.ErrTooLarge) || tl.Route != "required" || tl.Size != 4097 || tl.Limit.Bytes != 4096 ||
+		!strings.Contains(err.Error(), "over the limit of required route required: 4096 bytes (the NATS server's max_payload)") {
+		t.Fatalf("a message a byte over: %v", err)
+	}
+	if err := f.router.Route(context.Background(), exact); err != nil {
+		t.Fatal(err)
+	}
+	// Only the exact message arrives, on both routes: nothing of the refused call.
+	for _, subject := range []string{"firehose.big.a", "opt.big.a"} {
+		if m := nextMsg(t, got); len(m.Data) != len(exact.Payload) {
+			t.Fatalf("%s arrived with %d bytes, want the exact message's %d (wanted on %s)", m.Subject, len(m.Data), len(exact.Payload), subject)
+		}
+	}
+	if n := metricValue(t, f.reg, "firehose_route_messages_total", "required", "too_large"); n != 1 {
+		t.Errorf("too_large counted %v, want 1", n)
+	}
+	// Too large only for the optional route: routed, and dropped there.
+	if err := f.router.Fit(&[]bus.Message{sized("other/x", 5000)}[0]); err != nil {
+		t.Errorf("a message too large for an optional route only: %v", err)
 	}
 }

@@ -248,14 +248,22 @@ func (s *Subscriber) run() {
 		if batch == nil {
 			return
 		}
-		msgs := make([]bus.Message, len(batch))
+		msgs := make([]bus.Message, 0, len(batch))
 		now := s.router.now()
-		for i, m := range batch {
-			msgs[i] = bus.Message{Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retain: m.Retained(), Headers: map[string]string{
+		for _, m := range batch {
+			msg := bus.Message{Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retain: m.Retained(), Headers: map[string]string{
 				bus.HeaderMsgID:      s.msgID(),
 				bus.HeaderSource:     SourceMQTT,
 				bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
 			}}
+			// The external broker acknowledged it to its publisher already;
+			// no retry can make it fit, and holding its ack would stop
+			// everything behind it. Fit counted it as too_large.
+			if err := s.router.Fit(&msg); err != nil {
+				s.log.Warn().Err(err).Msg("a message from the external broker is too large for a required route; dropped")
+				continue
+			}
+			msgs = append(msgs, msg)
 		}
 		backoff := 100 * time.Millisecond
 		for {

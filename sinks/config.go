@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/tlsconfig"
 )
@@ -53,7 +54,31 @@ type Config struct {
 	// ConfirmTimeout bounds the wait for a confirmation; a message not
 	// confirmed in time goes to its route's outbox.
 	ConfirmTimeout time.Duration `yaml:"confirm_timeout"`
+
+	// MaxPayload (nats, jetstream) is the server's max_payload as the
+	// bridge assumes it until it has connected, and as `bridge check`
+	// sees it; once connected, the server's own (from its INFO) applies.
+	// A message with its headers over it is refused before its sender's
+	// 2xx. Default 1MiB, nats-server's default.
+	MaxPayload bytesize.Size `yaml:"max_payload"`
+	// MaxPacketSize (mqtt) is the largest MQTT packet the broker takes:
+	// MQTT 3.1.1 has no way to ask, and a broker disconnects a client that
+	// sends a larger one, which would resend it forever. A message whose
+	// PUBLISH packet is larger is refused before its sender's 2xx. Default
+	// 1MiB (EMQX's default; mosquitto's is 256MiB, the protocol's maximum).
+	MaxPacketSize bytesize.Size `yaml:"max_packet_size"`
 }
+
+// Protocol defaults of the limits.
+const (
+	// DefaultNATSMaxPayload is nats-server's default max_payload.
+	DefaultNATSMaxPayload = bytesize.MiB
+	// DefaultMQTTMaxPacketSize is the default max_packet_size of an mqtt sink.
+	DefaultMQTTMaxPacketSize = bytesize.MiB
+	// MaxMQTTPacket is the largest packet MQTT can describe: a remaining
+	// length of 268,435,455 and 5 bytes of fixed header.
+	MaxMQTTPacket = 268_435_455 + 5
+)
 
 // StreamConfig describes a JetStream stream.
 type StreamConfig struct {
@@ -80,6 +105,22 @@ func (c *Config) SetDefaults() {
 	c.ConfirmTimeout = 5 * time.Second
 }
 
+// AssumedMaxPayload is max_payload, or its default (nats, jetstream).
+func (c *Config) AssumedMaxPayload() bytesize.Size {
+	if c.MaxPayload > 0 {
+		return c.MaxPayload
+	}
+	return DefaultNATSMaxPayload
+}
+
+// EffectiveMaxPacketSize is max_packet_size, or its default (mqtt).
+func (c *Config) EffectiveMaxPacketSize() bytesize.Size {
+	if c.MaxPacketSize > 0 {
+		return c.MaxPacketSize
+	}
+	return DefaultMQTTMaxPacketSize
+}
+
 // SetDefaults gives a stream its defaults.
 func (s *StreamConfig) SetDefaults() {
 	s.Storage = "file"
@@ -104,6 +145,10 @@ func (c *Config) Validate() error {
 		notFor(&p, c.Type, "url", c.URL != "")
 		notFor(&p, c.Type, "client_id", c.ClientID != "")
 		notFor(&p, c.Type, "store_dir", c.StoreDir != "")
+		notFor(&p, c.Type, "max_packet_size", c.MaxPacketSize != 0)
+		if c.MaxPayload < 0 {
+			p.Add("max_payload", "must be positive: the NATS server's max_payload, 1MiB unless its config says otherwise")
+		}
 		if c.Token != "" && (c.Username != "" || c.CredsFile != "") || c.Username != "" && c.CredsFile != "" {
 			p.Add("token", "use one of token, username/password or creds_file")
 		}
@@ -120,6 +165,10 @@ func (c *Config) Validate() error {
 		notFor(&p, c.Type, "stream", c.Stream != nil)
 		if c.MaxReconnectInterval <= 0 {
 			p.Add("max_reconnect_interval", "must be positive, for example 30s")
+		}
+		notFor(&p, c.Type, "max_payload", c.MaxPayload != 0)
+		if c.MaxPacketSize < 0 || c.MaxPacketSize > MaxMQTTPacket {
+			p.Add("max_packet_size", "must be positive and at most %d (MQTT's largest packet): the broker's limit on a whole packet", MaxMQTTPacket)
 		}
 	default:
 		p.Add("type", "%q is not a sink type; use nats, jetstream or mqtt", c.Type)
@@ -165,4 +214,18 @@ func checkURL(raw string, schemes ...string) error {
 		}
 	}
 	return fmt.Errorf("%q: scheme must be one of %s", raw, strings.Join(schemes, ", "))
+}
+
+// ConfiguredLimit is the limit the config gives the sink named name, for
+// `bridge check`: max_payload for NATS (nats-server's default when not set;
+// a running sink learns the server's own), max_packet_size for MQTT.
+func (c *Config) ConfiguredLimit(name string) Limit {
+	if c.Type == TypeMQTT {
+		return Limit{Bytes: int(c.EffectiveMaxPacketSize()), From: "sinks." + name + ".max_packet_size"}
+	}
+	from := "sinks." + name + ".max_payload"
+	if c.MaxPayload == 0 {
+		from = "nats-server's default max_payload; set sinks." + name + ".max_payload if the server's differs"
+	}
+	return Limit{Bytes: int(c.AssumedMaxPayload()), From: from}
 }

@@ -2,9 +2,11 @@ package sinks_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/sinks"
 	"github.com/opsfirehose/firehose/strictyaml"
 )
@@ -25,5 +27,44 @@ func TestMQTTSinkNeedsAPositiveMaxReconnectInterval(t *testing.T) {
 	c.Type, c.URL, c.ClientID = sinks.TypeMQTT, "tcp://127.0.0.1:1883", "firehose-dc1"
 	if err := c.Validate(); err != nil {
 		t.Errorf("the default: %v", err)
+	}
+}
+
+func TestSizeLimitKeys(t *testing.T) {
+	for _, tt := range []struct {
+		typ          string
+		payload, pkt bytesize.Size
+		key          string // "": valid
+	}{
+		{sinks.TypeNATS, 0, 0, ""},
+		{sinks.TypeNATS, 8 * bytesize.MiB, 0, ""},
+		{sinks.TypeNATS, -1, 0, "max_payload"},
+		{sinks.TypeNATS, 0, bytesize.MiB, "max_packet_size"},
+		{sinks.TypeMQTT, 0, 0, ""},
+		{sinks.TypeMQTT, 0, sinks.MaxMQTTPacket, ""},
+		{sinks.TypeMQTT, 0, sinks.MaxMQTTPacket + 1, "max_packet_size"},
+		{sinks.TypeMQTT, bytesize.MiB, 0, "max_payload"},
+	} {
+		var c sinks.Config
+		c.SetDefaults()
+		c.Type, c.MaxPayload, c.MaxPacketSize = tt.typ, tt.payload, tt.pkt
+		if tt.typ == sinks.TypeMQTT {
+			c.URL, c.ClientID = "tcp://127.0.0.1:1883", "firehose-dc1"
+		} else {
+			c.URLs = []string{"nats://127.0.0.1:4222"}
+		}
+		err := c.Validate()
+		var ke *strictyaml.KeyError
+		if tt.key == "" && err != nil || tt.key != "" && (!errors.As(err, &ke) || ke.Key != tt.key) {
+			t.Errorf("%s max_payload %d max_packet_size %d: %v, want a problem at %q", tt.typ, tt.payload, tt.pkt, err, tt.key)
+		}
+	}
+	var c sinks.Config
+	if lim := c.ConfiguredLimit("js"); lim.Bytes != 1<<20 || !strings.Contains(lim.From, "default") {
+		t.Errorf("NATS default: %+v", lim)
+	}
+	c.Type = sinks.TypeMQTT
+	if lim := c.ConfiguredLimit("ext"); lim.Bytes != 1<<20 || lim.From != "sinks.ext.max_packet_size" {
+		t.Errorf("MQTT default: %+v", lim)
 	}
 }

@@ -19,10 +19,11 @@ import (
 // message sent but not yet acknowledged survives a reconnect or a restart.
 // It is also the bridge's publisher in external broker mode.
 type MQTT struct {
-	name    string
-	client  paho.Client
-	log     zerolog.Logger
-	timeout time.Duration
+	name      string
+	client    paho.Client
+	log       zerolog.Logger
+	timeout   time.Duration
+	maxPacket int
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -34,7 +35,8 @@ var _ Sink = (*MQTT)(nil)
 // back-off bounded by max_reconnect_interval. dataDir holds the file store
 // unless store_dir is set.
 func NewMQTT(name string, cfg Config, dataDir string, log zerolog.Logger) (*MQTT, error) {
-	s := &MQTT{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout}
+	s := &MQTT{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
+		maxPacket: int(cfg.EffectiveMaxPacketSize())}
 	storeDir := cfg.StoreDir
 	if storeDir == "" {
 		storeDir = filepath.Join(dataDir, "mqtt", name)
@@ -73,18 +75,49 @@ func (s *MQTT) Name() string { return s.name }
 // Ready reports whether the connection is up.
 func (s *MQTT) Ready() bool { return !s.closed.Load() && s.client.IsConnectionOpen() }
 
-// Publish publishes every message at QoS 1 and waits for the PUBACKs.
+// Limit is max_packet_size: MQTT 3.1.1 cannot ask the broker.
+func (s *MQTT) Limit() Limit {
+	return Limit{Bytes: s.maxPacket, From: "sinks." + s.name + ".max_packet_size"}
+}
+
+// MessageSize is the size of the QoS 1 PUBLISH packet that carries m.
+func (s *MQTT) MessageSize(m *bus.Message) int { return PublishPacketSize(m.Topic, len(m.Payload)) }
+
+// PublishPacketSize is the size of an MQTT 3.1.1 QoS 1 PUBLISH packet: a
+// fixed header of one byte and a remaining length of 1 to 4 bytes, then the
+// topic (with its 2-byte length), the packet id (2 bytes) and the payload.
+func PublishPacketSize(topic string, payload int) int {
+	rest := 2 + len(topic) + 2 + payload
+	n := 1 + 1
+	for r := rest; r > 127; r >>= 7 {
+		n++
+	}
+	return n + rest
+}
+
+// Publish publishes every message at QoS 1 and waits for the PUBACKs. A
+// message over max_packet_size is not sent (the broker would disconnect
+// the bridge, which would send it again, forever); it is refused for good,
+// with the others published.
 func (s *MQTT) Publish(ctx context.Context, msgs ...bus.Message) error {
 	if !s.Ready() {
 		return fmt.Errorf("sink %s: not connected: %w", s.name, bus.ErrUnavailable)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	var refused refusals
 	tokens := make([]paho.Token, len(msgs))
 	for i := range msgs {
+		if size := s.MessageSize(&msgs[i]); size > s.maxPacket {
+			refused.add(fmt.Errorf("sink %s: publish %s: %w: a PUBLISH packet of %d bytes is over max_packet_size %d", s.name, msgs[i].Topic, bus.ErrInvalid, size, s.maxPacket))
+			continue
+		}
 		tokens[i] = s.client.Publish(msgs[i].Topic, 1, msgs[i].Retain, msgs[i].Payload)
 	}
 	for i, tok := range tokens {
+		if tok == nil {
+			continue
+		}
 		select {
 		case <-tok.Done():
 			if err := tok.Error(); err != nil {
@@ -94,7 +127,7 @@ func (s *MQTT) Publish(ctx context.Context, msgs ...bus.Message) error {
 			return fmt.Errorf("sink %s: waiting for PUBACK: %w: %w", s.name, bus.ErrUnavailable, ctx.Err())
 		}
 	}
-	return nil
+	return refused.err()
 }
 
 // Close disconnects, giving in-flight publishes until ctx is done.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,12 @@ type NATS struct {
 	streamReady atomic.Bool
 	closed      atomic.Bool
 	closeOnce   sync.Once
+
+	// streamMaxMsg is the stream's max_msg_size, once read from the
+	// server; 0 while unknown or unlimited.
+	streamMaxMsg atomic.Int64
+	limitKnown   chan struct{} // closed once the server's limits were read
+	limitOnce    sync.Once
 }
 
 var _ Sink = (*NATS)(nil)
@@ -46,6 +53,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		log:         log.With().Str("sink", name).Logger(),
 		timeout:     cfg.ConfirmTimeout,
 		constructed: make(chan struct{}),
+		limitKnown:  make(chan struct{}),
 	}
 	defer close(s.constructed)
 	opts := []nats.Option{
@@ -115,22 +123,45 @@ func (s *NATS) Ready() bool {
 // onConnect creates or updates the stream when configured to, after every
 // (re)connection: the server may have come back without it (memory
 // storage, a lost volume), and the sink is not ready until the stream is
-// there again. It runs on nats.go's callback goroutine, so it must not take
-// long.
+// there again. Otherwise it reads the stream's max_msg_size, for Limit.
+// It runs on nats.go's callback goroutine, so it must not take long.
 func (s *NATS) onConnect() {
-	if s.cfg.Type != TypeJetStream || s.cfg.Stream == nil || !s.cfg.Stream.Create {
+	if s.cfg.Type != TypeJetStream || s.cfg.Stream == nil {
+		s.limitOnce.Do(func() { close(s.limitKnown) })
 		return
 	}
-	s.streamReady.Store(false)
+	create := s.cfg.Stream.Create
+	if create {
+		s.streamReady.Store(false)
+	}
 	go func() {
+		defer s.limitOnce.Do(func() { close(s.limitKnown) })
 		<-s.constructed
 		if s.js == nil { // construction failed
+			return
+		}
+		if !create {
+			s.readStreamLimit()
 			return
 		}
 		if err := s.ensureStream(); err != nil {
 			s.log.Error().Err(err).Str("stream", s.cfg.Stream.Name).Msg("cannot create the JetStream stream; will retry on the next publish")
 		}
 	}()
+}
+
+// readStreamLimit reads the max_msg_size of a stream the sink does not
+// create. A stream that cannot be read leaves the limit as it was: the
+// server still refuses a message over it, and the router drops that one.
+func (s *NATS) readStreamLimit() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	st, err := s.js.Stream(ctx, s.cfg.Stream.Name)
+	if err != nil {
+		s.log.Warn().Err(err).Str("stream", s.cfg.Stream.Name).Msg("cannot read the stream's max_msg_size; messages over it will be refused by the server, after their sender's 2xx")
+		return
+	}
+	s.streamMaxMsg.Store(int64(max(st.CachedInfo().Config.MaxMsgSize, 0)))
 }
 
 func (s *NATS) ensureStream() error {
@@ -146,7 +177,7 @@ func (s *NATS) ensureStream() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	stream, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       st.Name,
 		Subjects:   st.Subjects,
 		Storage:    storage,
@@ -157,9 +188,46 @@ func (s *NATS) ensureStream() error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", st.Name, err)
 	}
+	// An existing stream keeps a max_msg_size the bridge does not set.
+	s.streamMaxMsg.Store(int64(max(stream.CachedInfo().Config.MaxMsgSize, 0)))
 	s.streamReady.Store(true)
 	s.log.Info().Str("stream", st.Name).Msg("JetStream stream ready")
 	return nil
+}
+
+// Limit is the server's max_payload (from its INFO) once the sink has
+// connected, and until then max_payload from the config (nats-server's
+// default when not set); for JetStream, the stream's max_msg_size when it is
+// smaller. A message over max_payload is refused by nats.go before it is
+// sent, and one over max_msg_size by the stream: both for good.
+func (s *NATS) Limit() Limit {
+	lim := s.cfg.ConfiguredLimit(s.name)
+	if mp := s.nc.MaxPayload(); mp > 0 {
+		lim = Limit{Bytes: int(mp), From: "the NATS server's max_payload"}
+	}
+	if mm := s.streamMaxMsg.Load(); mm > 0 && mm < int64(lim.Bytes) {
+		lim = Limit{Bytes: int(mm), From: "the max_msg_size of JetStream stream " + s.cfg.Stream.Name}
+	}
+	return lim
+}
+
+// LimitKnown is closed once the sink has read its limits from the server
+// (after its first connection), for warnings that need them.
+func (s *NATS) LimitKnown() <-chan struct{} { return s.limitKnown }
+
+// MessageSize is the payload and the NATS headers the sink sends, counted
+// as nats.go and nats-server count them against max_payload: a
+// "NATS/1.0\r\n" line, "Key: value\r\n" per header, the value trimmed of
+// spaces, and a final "\r\n".
+func (s *NATS) MessageSize(m *bus.Message) int {
+	n := len(m.Payload)
+	if len(m.Headers) > 0 {
+		n += len("NATS/1.0\r\n") + len("\r\n")
+		for k, v := range m.Headers {
+			n += len(k) + len(": ") + len(textproto.TrimString(v)) + len("\r\n")
+		}
+	}
+	return n
 }
 
 // Publish sends every message and waits for the confirmations.

@@ -23,14 +23,37 @@ import (
 // A message the destination can never take (over its size limit, an invalid
 // subject) fails with an error wrapping bus.ErrInvalid, which no retry fixes.
 // Publish is safe for concurrent use.
+//
+// Limit and MessageSize tell, before anything is sent, whether the
+// destination takes a message: it does when MessageSize(m) <= Limit().Bytes
+// (or Bytes is 0), exactly: a message of Limit().Bytes is delivered, one of
+// a byte more is refused. The router uses them to refuse a message before
+// its sender is told it is safe.
 type Sink interface {
 	bus.Publisher
 	// Name is the sink's configured name, for logs and metrics.
 	Name() string
 	// Ready reports whether the sink is connected and able to confirm now.
 	Ready() bool
+	// Limit is the largest message the destination takes now. It may
+	// change: a NATS sink learns it from the server once connected.
+	Limit() Limit
+	// MessageSize is what m weighs against Limit: its payload and what the
+	// sink sends beside it (NATS headers; the MQTT topic and packet header).
+	// m.Topic is the destination, as for Publish.
+	MessageSize(m *bus.Message) int
 	// Close waits, until ctx is done, for messages in flight, then
 	// disconnects. It is idempotent; Publish after Close fails with
 	// bus.ErrUnavailable.
 	Close(ctx context.Context) error
+}
+
+// Limit is the largest message a sink's destination takes.
+type Limit struct {
+	// Bytes is the largest message, as the sink's MessageSize counts it;
+	// 0 means the sink knows of no limit.
+	Bytes int
+	// From says where the limit comes from, for people: "the NATS
+	// server's max_payload", "sinks.out.max_packet_size".
+	From string
 }

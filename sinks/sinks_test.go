@@ -3,16 +3,19 @@ package sinks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
@@ -47,11 +50,15 @@ func natsHeaders(h nats.Header) map[string]string {
 	return out
 }
 
+// smallPayload makes a server's max_payload 256 KiB, so that the
+// conformance suite finds the limit the server announces, not the default.
+func smallPayload(o *server.Options) { o.MaxPayload = 256 << 10 }
+
 func TestNATSCoreConformance(t *testing.T) {
 	var srv *testnats.Server
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
-			srv = testnats.Start(t)
+			srv = testnats.Start(t, smallPayload)
 			s, err := sinks.NewNATS("core", natsConfig(sinks.TypeNATS, srv.URL()), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
@@ -170,10 +177,11 @@ func TestMQTTConformance(t *testing.T) {
 	var broker *testkit.Mosquitto
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
-			broker = testkit.StartMosquitto(t)
+			broker = testkit.StartMosquitto(t, "max_packet_size 262144")
 			var cfg sinks.Config
 			cfg.SetDefaults()
 			cfg.Type, cfg.URL, cfg.ClientID = sinks.TypeMQTT, broker.URL(), "sinktest-publisher"
+			cfg.MaxPacketSize = 256 * bytesize.KiB
 			cfg.MaxReconnectInterval = 200 * time.Millisecond
 			cfg.ConfirmTimeout = 3 * time.Second
 			if err := cfg.Validate(); err != nil {
@@ -223,6 +231,8 @@ type brokerSink struct{ *testbus.Bus }
 
 func (b brokerSink) Name() string                    { return "embedded" }
 func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close() }
+func (b brokerSink) Limit() sinks.Limit              { return sinks.Limit{} }
+func (b brokerSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
 
 func TestEmbeddedBrokerConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
@@ -345,5 +355,98 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 	}
 	if _, err := st.GetLastMsgForSubject(context.Background(), "sinktest.after"); err != nil {
 		t.Errorf("the message published after the restart is not stored: %v", err)
+	}
+}
+
+// TestMQTTPacketSizeAgainstMosquitto: mosquitto takes a PUBLISH of
+// exactly max_packet_size as the sink counts it (the whole packet, as MQTT 5
+// defines Maximum Packet Size), and ends the connection of a client that
+// sends a larger one, which is why the sink never sends one. mosquitto
+// leaves the 1 to 4 bytes of the length field out of its count, so the
+// first packet it refuses is that much larger than the limit: the sink errs
+// on the side of refusing.
+func TestMQTTPacketSizeAgainstMosquitto(t *testing.T) {
+	const limit = 4096
+	broker := testkit.StartMosquitto(t, fmt.Sprintf("max_packet_size %d", limit))
+	topic := "sinktest/size"
+	for i, packet := range []int{limit, limit + 1 + 2} { // 2: the length field of a packet that size
+		lost := make(chan struct{}, 1)
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL()).SetClientID(fmt.Sprint("raw-", i)).
+			SetAutoReconnect(false).SetConnectionLostHandler(func(paho.Client, error) { lost <- struct{}{} }))
+		if tok := c.Connect(); !tok.WaitTimeout(testkit.Timeout) || tok.Error() != nil {
+			t.Fatalf("connect: %v", tok.Error())
+		}
+		size := packet - sinks.PublishPacketSize(topic, 0)
+		for sinks.PublishPacketSize(topic, size) > packet { // the length field grew
+			size--
+		}
+		if got := sinks.PublishPacketSize(topic, size); got != packet {
+			t.Fatalf("a packet of %d bytes, want %d", got, packet)
+		}
+		tok := c.Publish(topic, 1, false, make([]byte, size))
+		if packet == limit {
+			if !tok.WaitTimeout(testkit.Timeout) || tok.Error() != nil {
+				t.Fatalf("a packet of exactly max_packet_size: %v", tok.Error())
+			}
+			c.Disconnect(100)
+			continue
+		}
+		select {
+		case <-lost:
+		case <-time.After(testkit.Timeout):
+			t.Fatalf("mosquitto took a packet of %d bytes, over max_packet_size %d", packet, limit)
+		}
+	}
+}
+
+// TestNATSLimits: before it connects a NATS sink assumes max_payload from
+// its config; once connected, the server's; for JetStream, the stream's
+// max_msg_size when smaller.
+func TestNATSLimits(t *testing.T) {
+	srv := testnats.Start(t, smallPayload)
+	cfg := natsConfig(sinks.TypeNATS, "nats://127.0.0.1:1") // nothing listens there
+	cfg.MaxPayload = 3 * bytesize.MiB
+	s, err := sinks.NewNATS("core", cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if lim := s.Limit(); lim.Bytes != 3<<20 || lim.From != "sinks.core.max_payload" {
+		t.Errorf("before connecting: %+v", lim)
+	}
+	m := bus.NewMessage("chef", "run-1/run_start", "sinktest.a", []byte("xyz"), time.Now())
+	m.Headers[bus.HeaderSource] = " chef " // nats.go trims values
+	want := 3 + len("NATS/1.0\r\n\r\n") + len("Nats-Msg-Id: run-1/run_start\r\n") + len("Firehose-Source: chef\r\n") +
+		len("Firehose-Received-At: \r\n") + len(m.Headers[bus.HeaderReceivedAt])
+	if got := s.MessageSize(&m); got != want {
+		t.Errorf("MessageSize %d, want %d", got, want)
+	}
+
+	js, err := sinks.NewNATS("js", func() sinks.Config {
+		c := natsConfig(sinks.TypeJetStream, srv.URL())
+		c.Stream.Create = false
+		return c
+	}(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close(context.Background())
+	<-js.LimitKnown()
+	if lim := js.Limit(); lim.Bytes != 256<<10 || lim.From != "the NATS server's max_payload" {
+		t.Errorf("connected, no stream: %+v", lim)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	jsc, _ := jetstream.New(nc)
+	if _, err := jsc.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart() // the sink reads the stream's limit when it connects again
+	testkit.Eventually(t, func() bool { return js.Limit().Bytes == 1000 }, "the sink to read the stream's max_msg_size")
+	if lim := js.Limit(); !strings.Contains(lim.From, "max_msg_size of JetStream stream SINKTEST") {
+		t.Errorf("stream limit: %+v", lim)
 	}
 }

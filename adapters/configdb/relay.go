@@ -2,6 +2,7 @@ package configdb
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,7 +68,11 @@ func (r *relay) flush(ctx context.Context) error {
 		for i, e := range events {
 			msgs[i] = bus.NewMessage("configdb", e.ID, e.Topic, e.Payload, e.Time)
 		}
-		if err := r.pub.Publish(ctx, msgs...); err != nil {
+		err = r.pub.Publish(ctx, msgs...)
+		if errors.Is(err, bus.ErrTooLarge) {
+			err = r.publishEach(ctx, events, msgs)
+		}
+		if err != nil {
 			r.failures.Inc()
 			return err
 		}
@@ -79,6 +84,26 @@ func (r *relay) flush(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// publishEach publishes a batch that holds an event too large for a
+// required route one event at a time, and drops the events too large:
+// their change is committed, no retry can make them fit, and keeping them
+// would hold every later event back for good.
+func (r *relay) publishEach(ctx context.Context, events []configdb.Event, msgs []bus.Message) error {
+	for i := range msgs {
+		err := r.pub.Publish(ctx, msgs[i])
+		if errors.Is(err, bus.ErrTooLarge) {
+			r.log.Error().Err(err).Str("topic", events[i].Topic).Str("id", events[i].ID).
+				Msg("a ConfigDB event is too large for a required route; it is dropped, and its change stands")
+			continue
+		}
+		if err != nil {
+			// What went out already goes again on the retry; consumers de-duplicate on its id.
+			return err
+		}
+	}
+	return nil
 }
 
 // afterWrite publishes a committed change's event before the write is

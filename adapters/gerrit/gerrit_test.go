@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/adapters/intake"
+	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testintake"

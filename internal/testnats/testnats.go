@@ -22,8 +22,9 @@ type Server struct {
 }
 
 // Start runs a server with JetStream (file store in a temporary directory) on
-// a free loopback port, and shuts it down when the test ends.
-func Start(t testing.TB) *Server {
+// a free loopback port, and shuts it down when the test ends. Options, when
+// given, change the server's options before it starts (max_payload, say).
+func Start(t testing.TB, options ...func(*server.Options)) *Server {
 	t.Helper()
 	s := &Server{t: t, opts: server.Options{
 		Host:      "127.0.0.1",
@@ -33,6 +34,9 @@ func Start(t testing.TB) *Server {
 		NoLog:     true,
 		NoSigs:    true,
 	}}
+	for _, o := range options {
+		o(&s.opts)
+	}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s

@@ -37,7 +37,8 @@ type Harness struct {
 	// Outage, when set, makes the destination unreachable and returns a
 	// function that brings it back.
 	Outage func(t *testing.T) (restore func())
-	// MaxPayload is the largest payload the destination takes.
+	// MaxPayload is the largest payload the destination takes, for a sink
+	// that knows no limit (Limit().Bytes is 0).
 	MaxPayload int
 }
 
@@ -48,7 +49,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("PublishOneArrives", func(t *testing.T) { publishOne(t, h) })
 	t.Run("BatchArrivesInOrder", func(t *testing.T) { batchInOrder(t, h) })
 	t.Run("ConcurrentPublishersLoseNothing", func(t *testing.T) { concurrent(t, h) })
-	t.Run("LargePayload", func(t *testing.T) { largePayload(t, h) })
+	t.Run("LimitIsExact", func(t *testing.T) { limitIsExact(t, h) })
 	t.Run("CloseIsIdempotentAndFinal", func(t *testing.T) { closeFinal(t, h) })
 	if h.Outage != nil {
 		t.Run("OutageFailsFastAndRecovers", func(t *testing.T) { outage(t, h) })
@@ -151,19 +152,60 @@ func concurrent(t *testing.T, h Harness) {
 	}
 }
 
-func largePayload(t *testing.T, h Harness) {
+// limitIsExact: a message of exactly Limit().Bytes, as MessageSize counts
+// it, arrives whole, and one a byte larger is refused for good
+// (bus.ErrInvalid) with nothing of it arriving: the router trusts both to
+// refuse a message before its sender's 2xx. A sink that knows no limit
+// delivers a large payload.
+func limitIsExact(t *testing.T, h Harness) {
 	s, ch := h.New(t)
 	waitReady(t, s)
-	size := h.MaxPayload
-	if size == 0 || size > 4<<20 {
-		size = 4 << 20
+	dest := h.Dest("sinktest", "large")
+	lim := s.Limit()
+	if lim.Bytes == 0 {
+		size := h.MaxPayload
+		if size == 0 || size > 4<<20 {
+			size = 4 << 20
+		}
+		payload := strings.Repeat("x", size-1024)
+		if err := s.Publish(context.Background(), msg(dest, payload, "large-1")); err != nil {
+			t.Fatal(err)
+		}
+		if d := next(t, ch); len(d.Payload) != len(payload) {
+			t.Fatalf("payload of %d bytes arrived as %d", len(payload), len(d.Payload))
+		}
+		return
 	}
-	payload := strings.Repeat("x", size-1024)
-	if err := s.Publish(context.Background(), msg(h.Dest("sinktest", "large"), payload, "large-1")); err != nil {
+	if lim.From == "" {
+		t.Errorf("Limit %d does not say where it comes from", lim.Bytes)
+	}
+	exact := msg(dest, "", "exact-1")
+	exact.Payload = make([]byte, lim.Bytes-s.MessageSize(&exact))
+	for s.MessageSize(&exact) > lim.Bytes { // a packet's length field may grow by a byte
+		exact.Payload = exact.Payload[:len(exact.Payload)-1]
+	}
+	if got := s.MessageSize(&exact); got != lim.Bytes {
+		t.Logf("no message weighs exactly %d bytes; the largest weighs %d", lim.Bytes, got)
+	}
+	if err := s.Publish(context.Background(), exact); err != nil {
+		t.Fatalf("a message of exactly the limit (%d bytes, %s): %v", lim.Bytes, lim.From, err)
+	}
+	if d := next(t, ch); len(d.Payload) != len(exact.Payload) {
+		t.Fatalf("payload of %d bytes arrived as %d", len(exact.Payload), len(d.Payload))
+	}
+	over := msg(dest, "", "over-1")
+	over.Payload = make([]byte, len(exact.Payload)+1)
+	for s.MessageSize(&over) <= lim.Bytes {
+		over.Payload = append(over.Payload, 0)
+	}
+	if err := s.Publish(context.Background(), over); !errors.Is(err, bus.ErrInvalid) || errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("a message a byte over the limit (%d bytes): %v, want bus.ErrInvalid only", s.MessageSize(&over), err)
+	}
+	if err := s.Publish(context.Background(), msg(dest, "after", "after-1")); err != nil {
 		t.Fatal(err)
 	}
-	if d := next(t, ch); len(d.Payload) != len(payload) {
-		t.Fatalf("payload of %d bytes arrived as %d", len(payload), len(d.Payload))
+	if d := next(t, ch); string(d.Payload) != "after" {
+		t.Fatalf("%d bytes arrived of the message over the limit", len(d.Payload))
 	}
 }
 
