@@ -135,3 +135,41 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 		}
 	})
 }
+
+// sizedPublisher is a fault injector around the real broker that refuses,
+// as the bridge's router does for a required route, any call holding a
+// message over max bytes, publishing none of it.
+type sizedPublisher struct {
+	bus.Publisher
+	max int
+}
+
+func (p *sizedPublisher) Publish(ctx context.Context, msgs ...bus.Message) error {
+	for _, m := range msgs {
+		if len(m.Payload) > p.max {
+			return fmt.Errorf("injected: %d bytes: %w", len(m.Payload), bus.ErrTooLarge)
+		}
+	}
+	return p.Publisher.Publish(ctx, msgs...)
+}
+
+// TestOutboxDropsAnEventTooLarge: an event too large for a required route
+// can never be published; the relay drops it, and the events around it go
+// out, instead of holding the outbox back for good.
+func TestOutboxDropsAnEventTooLarge(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := startServer(t, dsn, serverOptions{
+			publisher: func(b *testbus.Bus) bus.Publisher { return &sizedPublisher{Publisher: b, max: 1000} },
+		})
+		ch := s.bus.Subscribe(t, "configdb/#")
+		s.fuelSetup()
+		s.must(204, "PUT", "/environments/1/nodes/node-1/resources/astute/values", map[string]any{"a": strings.Repeat("x", 2000)})
+		s.must(204, "PUT", "/environments/1/nodes/node-2/resources/astute/values", map[string]any{"a": 1})
+		for _, want := range []string{"configdb/components/1/created", "configdb/1/environment/created", "configdb/1/astute/values/nodes/node-2"} {
+			if got := testkit.Next(t, ch); got.Topic != want {
+				t.Fatalf("got %s, want %s", got.Topic, want)
+			}
+		}
+		waitFor(t, "an empty outbox", func() bool { return pending(t, s.h) == 0 })
+	})
+}
