@@ -240,3 +240,17 @@ func TestLimitedReader(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReadAll reads a 4 MiB body with its Content-Length, as a large
+// Chef converge message comes: the buffer doubles from 16 KiB to the
+// claimed length as the bytes arrive, instead of being sized from the claim.
+func BenchmarkReadAll(b *testing.B) {
+	body := strings.Repeat("x", 4<<20)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		if got, err := ReadAll(r, 32*bytesize.MiB); err != nil || len(got) != len(body) {
+			b.Fatal(err)
+		}
+	}
+}

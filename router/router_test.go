@@ -47,7 +47,7 @@ type fixture struct {
 	sinks  map[string]sinks.Sink
 }
 
-func newRouter(t *testing.T, dataDir string, routes []router.Config, sinkCfgs map[string]sinks.Config) *fixture {
+func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]sinks.Config) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}}
 	natsSinks := map[string]bool{}
@@ -494,5 +494,18 @@ func TestFitIsExactAndRefusesBeforeDelivering(t *testing.T) {
 	// Too large only for the optional route: routed, and dropped there.
 	if err := f.router.Fit(&[]bus.Message{sized("other/x", 5000)}[0]); err != nil {
 		t.Errorf("a message too large for an optional route only: %v", err)
+	}
+}
+
+// BenchmarkFit is what the size check costs every routed message: a
+// message far below the smallest limit of the required routes.
+func BenchmarkFit(b *testing.B) {
+	cfg := sinkConfig(sinks.TypeJetStream, "nats://127.0.0.1:1") // never connects: the configured limit
+	f := newRouter(b, b.TempDir(), []router.Config{route("all", "js", "#"), route("chef", "js", "chef/#")}, map[string]sinks.Config{"js": cfg})
+	m := msg("chef/acme/web1/run/success", strings.Repeat("x", 2000))
+	for b.Loop() {
+		if err := f.router.Fit(&m); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

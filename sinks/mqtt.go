@@ -24,6 +24,7 @@ type MQTT struct {
 	log       zerolog.Logger
 	timeout   time.Duration
 	maxPacket int
+	limit     Limit // made once: Limit runs for every routed message
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -37,6 +38,7 @@ var _ Sink = (*MQTT)(nil)
 func NewMQTT(name string, cfg Config, dataDir string, log zerolog.Logger) (*MQTT, error) {
 	s := &MQTT{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
 		maxPacket: int(cfg.EffectiveMaxPacketSize())}
+	s.limit = cfg.ConfiguredLimit(name)
 	storeDir := cfg.StoreDir
 	if storeDir == "" {
 		storeDir = filepath.Join(dataDir, "mqtt", name)
@@ -76,9 +78,7 @@ func (s *MQTT) Name() string { return s.name }
 func (s *MQTT) Ready() bool { return !s.closed.Load() && s.client.IsConnectionOpen() }
 
 // Limit is max_packet_size: MQTT 3.1.1 cannot ask the broker.
-func (s *MQTT) Limit() Limit {
-	return Limit{Bytes: s.maxPacket, From: "sinks." + s.name + ".max_packet_size"}
-}
+func (s *MQTT) Limit() Limit { return s.limit }
 
 // MessageSize is the size of the QoS 1 PUBLISH packet that carries m.
 func (s *MQTT) MessageSize(m *bus.Message) int { return PublishPacketSize(m.Topic, len(m.Payload)) }

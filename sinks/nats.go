@@ -35,6 +35,11 @@ type NATS struct {
 	closed      atomic.Bool
 	closeOnce   sync.Once
 
+	// configured is the limit until the server's is known; streamLimit
+	// says where a stream's limit comes from. Both are made once, as Limit
+	// runs for every routed message.
+	configured  Limit
+	streamLimit string
 	// streamMaxMsg is the stream's max_msg_size, once read from the
 	// server; 0 while unknown or unlimited.
 	streamMaxMsg atomic.Int64
@@ -54,6 +59,10 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		timeout:     cfg.ConfirmTimeout,
 		constructed: make(chan struct{}),
 		limitKnown:  make(chan struct{}),
+		configured:  cfg.ConfiguredLimit(name),
+	}
+	if cfg.Stream != nil {
+		s.streamLimit = "the max_msg_size of JetStream stream " + cfg.Stream.Name
 	}
 	defer close(s.constructed)
 	opts := []nats.Option{
@@ -201,12 +210,12 @@ func (s *NATS) ensureStream() error {
 // smaller. A message over max_payload is refused by nats.go before it is
 // sent, and one over max_msg_size by the stream: both for good.
 func (s *NATS) Limit() Limit {
-	lim := s.cfg.ConfiguredLimit(s.name)
+	lim := s.configured
 	if mp := s.nc.MaxPayload(); mp > 0 {
 		lim = Limit{Bytes: int(mp), From: "the NATS server's max_payload"}
 	}
 	if mm := s.streamMaxMsg.Load(); mm > 0 && mm < int64(lim.Bytes) {
-		lim = Limit{Bytes: int(mm), From: "the max_msg_size of JetStream stream " + s.cfg.Stream.Name}
+		lim = Limit{Bytes: int(mm), From: s.streamLimit}
 	}
 	return lim
 }
