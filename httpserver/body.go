@@ -45,8 +45,11 @@ const firstBuffer = 16 << 10
 // is a *BodyTooLargeError, found from Content-Length before anything is read
 // when it says so. The buffer grows with the bytes that actually arrive,
 // never from the length the client claims: it starts at no more than 16 KiB
-// and doubles, up to Content-Length when that is known (so a body that comes
-// whole ends in a buffer of its own size), or max+1.
+// and grows fourfold, up to Content-Length when that is known (so a body
+// that comes whole ends in a buffer of its own size), or max+1. The buffer
+// is never more than four times what arrived; a body of n bytes costs about
+// n/3 more allocation, and n/3 of copying, than a buffer sized from a
+// trusted length would (BenchmarkReadAll).
 func ReadAll(r *http.Request, max bytesize.Size) ([]byte, error) {
 	limit := int64(max)
 	if r.ContentLength > limit {
@@ -61,8 +64,10 @@ func ReadAll(r *http.Request, max bytesize.Size) ([]byte, error) {
 	buf := make([]byte, 0, min(ceiling, firstBuffer))
 	for {
 		if len(buf) == cap(buf) {
-			// len(buf) <= limit here, so this grows.
-			grown := min(2*int64(cap(buf)), limit+1)
+			// len(buf) <= limit here, so this grows. Fourfold rather than
+			// twofold halves the copies of a large body; the +1 takes a
+			// body of exactly a power of four to its ceiling in one step.
+			grown := min(4*int64(cap(buf))+1, limit+1)
 			if int64(cap(buf)) < ceiling {
 				grown = min(grown, ceiling)
 			}
