@@ -109,6 +109,7 @@ func bridgeProgram() *program {
 				Run: func(env Env, _ string, args []string) int {
 					return ingest.Run(env.Context, args, env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
 				}},
+			ansiblePluginCommand(),
 			{Name: "configdb", Aliases: []string{"config"}, Args: "<command> [flags]", Summary: "the ConfigDB client (fuel2 config: get, set, override, env, comp...) against a running bridge",
 				Run: func(env Env, _ string, args []string) int {
 					return configcli.Run(env.Context, args, env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)

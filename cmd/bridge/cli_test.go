@@ -53,7 +53,7 @@ func TestCommandLine(t *testing.T) {
 
 	t.Run("--help lists every subcommand", func(t *testing.T) {
 		for bin, cmds := range map[string][]string{
-			bridge: {"run", "check", "health", "passwd", "version", "ingest", "configdb (config)", "help"},
+			bridge: {"run", "check", "health", "passwd", "version", "ingest", "ansible-plugin", "configdb (config)", "help"},
 			broker: {"run", "check", "health", "passwd", "version", "help"},
 		} {
 			for _, arg := range []string{"--help", "-h", "help"} {
@@ -176,6 +176,28 @@ func TestCommandLine(t *testing.T) {
 		code, out = runBin(t, dir, []string{"FIREHOSE_URL=http://x", "FIREHOSE_TOKEN=t"}, bridge, "check")
 		if code != 0 {
 			t.Errorf("%d %s", code, out)
+		}
+	})
+
+	t.Run("ansible-plugin puts the plugin where ANSIBLE_CALLBACK_PLUGINS finds it", func(t *testing.T) {
+		home := t.TempDir()
+		code, out := runBin(t, dir, []string{"HOME=" + home, "XDG_DATA_HOME="}, bridge, "ansible-plugin")
+		want := filepath.Join(home, ".local/share/firehose/ansible/callback_plugins")
+		if code != 0 || strings.TrimSpace(out) != want {
+			t.Fatalf("%d %q, want %s", code, out, want)
+		}
+		got, err := os.ReadFile(filepath.Join(want, "firehose.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := os.ReadFile(filepath.Join(testkit.ModuleRoot(t), "adapters/ansible/collection/plugins/callback/firehose.py"))
+		if err != nil || string(got) != string(src) {
+			t.Fatalf("the written plugin differs from the collection's (%v)", err)
+		}
+		other := filepath.Join(t.TempDir(), "my plugins")
+		code, out = runBin(t, dir, nil, bridge, "ansible-plugin", "--dir", other, "--env")
+		if code != 0 || !strings.Contains(out, "export ANSIBLE_CALLBACK_PLUGINS='"+other+"'\nexport ANSIBLE_CALLBACKS_ENABLED=firehose\n") {
+			t.Fatalf("%d %q", code, out)
 		}
 	})
 
