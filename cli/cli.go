@@ -31,6 +31,7 @@ import (
 	"github.com/opsfirehose/firehose/configdb/configcli"
 	"github.com/opsfirehose/firehose/ingest"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
+	"github.com/opsfirehose/firehose/internal/terminal"
 	"github.com/opsfirehose/firehose/logging"
 )
 
@@ -415,7 +416,7 @@ func passwdCommand() Command {
 			if code, ok := parseFlags(fs, args); !ok {
 				return code
 			}
-			if f, ok := env.Stdin.(*os.File); ok && isTerminal(f) {
+			if f, ok := env.Stdin.(*os.File); ok && terminal.Is(f) {
 				fmt.Fprint(env.Stderr, "Password (echoed): ")
 			}
 			line, err := bufio.NewReader(env.Stdin).ReadString('\n')
@@ -448,11 +449,6 @@ func versionCommand() Command {
 			fmt.Fprintf(env.Stdout, "%s %s\n", prog, buildinfo.Get())
 			return ExitOK
 		}}
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // Version is the version the binary was built as; see internal/buildinfo.

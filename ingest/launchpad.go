@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/opsfirehose/firehose/internal/terminal"
 )
 
 // LaunchpadPath is the bridge's endpoint for Launchpad mail.
@@ -48,7 +49,7 @@ func runLaunchpad(ctx context.Context, args []string, e env) int {
 	case err != nil:
 		return fail(ExitTempFail, "the bridge at %s is unreachable, retry later: %v", cl.endpoint, err)
 	case a.ok():
-		if *verbose || isTerminal(e.stdout) {
+		if *verbose || terminal.Is(e.stdout) {
 			where := ""
 			if a.topic != "" {
 				where = " on " + a.topic
@@ -63,13 +64,4 @@ func runLaunchpad(ctx context.Context, args []string, e env) int {
 		// or a sink down) and 5xx: nothing is wrong with the mail.
 		return fail(ExitTempFail, "the bridge did not take the mail, retry later (HTTP %d): %s", a.code, a.message)
 	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/opsfirehose/firehose/internal/terminal"
 )
 
 // Exit statuses.
@@ -28,7 +30,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return exitOK
 	}
-	r := &runner{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: lookupEnv, terminal: isTerminal(stdout)}
+	r := &runner{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: lookupEnv, terminal: terminal.Is(stdout)}
 	cmd, rest := args[0], args[1:]
 	var err error
 	switch cmd {
