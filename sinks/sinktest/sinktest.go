@@ -249,12 +249,28 @@ func outage(t *testing.T, h Harness) {
 	restore()
 	waitReady(t, s)
 	dest := h.Dest("sinktest", "outage")
-	if err := s.Publish(context.Background(), msg(dest, "after", "outage-2")); err != nil {
-		t.Fatalf("Publish after the outage: %v", err)
-	}
-	for {
-		if d := next(t, ch); string(d.Payload) == "after" {
-			return
+	// The destination's consumer reconnects on its own schedule and may
+	// miss a message sent before it has subscribed again, so the message
+	// is sent until one arrives; every send must succeed.
+	deadline = time.Now().Add(timeout)
+	for i := 2; ; i++ {
+		if err := s.Publish(context.Background(), msg(dest, "after", fmt.Sprint("outage-", i))); err != nil {
+			t.Fatalf("Publish after the outage: %v", err)
+		}
+		wait := time.After(time.Second)
+	drain:
+		for {
+			select {
+			case d := <-ch:
+				if string(d.Payload) == "after" {
+					return
+				}
+			case <-wait:
+				break drain
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing published after the outage arrived")
 		}
 	}
 }
