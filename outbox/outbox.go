@@ -111,8 +111,9 @@ func (o *Outbox) Append(msgs []bus.Message, now time.Time) error {
 		return ErrClosed
 	}
 	if o.maxBytes > 0 && o.bytes+size > o.maxBytes {
+		stored := o.bytes // read under the lock: a replay may be removing messages
 		o.mu.Unlock()
-		return fmt.Errorf("%w: %d bytes stored, limit %d", ErrFull, o.bytes, o.maxBytes)
+		return fmt.Errorf("%w: %d bytes stored, limit %d", ErrFull, stored, o.maxBytes)
 	}
 	first := o.nextSeq
 	o.nextSeq += uint64(len(msgs))
