@@ -258,6 +258,37 @@ views.ansible = (() => {
   const HOSTS_SHOWN = 12, FAILED_SHOWN = 6;
   const refresh = refresher(async () => render(await getJSON("api/v1/ansible")));
 
+  // failedTask draws one failed or unreachable result; the snapshot and a
+  // live message draw the same element, so that it is first seen once.
+  function failedTask(f) {
+    const key = "fail|" + f.topic + "|" + f.task;
+    return el("div", { class: "failed-task " + f.status, "data-failed-task": f.host + "|" + f.task, "data-key": key, "data-seen": String(seen(key)) },
+      el("div", { class: "where" }, `${f.status === "UNREACHABLE" ? "unreachable" : "failed"}: ${f.host} — ${f.task}`),
+      f.message ? el("div", { class: "msg" }, f.message) : null);
+  }
+
+  // A failure is drawn as soon as its message arrives, before the next
+  // snapshot redraws the view: it is what an operator looks for.
+  function onMessage(m) {
+    refresh();
+    const p = m.payload;
+    if (!p || typeof p !== "object" || (p.status !== "FAILED" && p.status !== "UNREACHABLE") || !p.ansible_host || !p.playbook_id) return;
+    const task = String(p.ansible_task || "").replace(/^TASK: /, "");
+    const r = p.ansible_result && typeof p.ansible_result === "object" ? p.ansible_result : {};
+    let message = typeof r.msg === "string" ? r.msg : (r.msg !== undefined ? JSON.stringify(r.msg) : "");
+    if (!message && typeof r.stderr === "string") message = r.stderr;
+    if (message.length > 400) message = message.slice(0, 400) + "…";
+    let card = document.querySelector(`.play[data-play="${CSS.escape(p.playbook_id)}"]`);
+    if (!card) {
+      card = el("div", { class: "play running", "data-play": p.playbook_id, "data-status": "running" },
+        el("div", { class: "play-head" }, el("span", { class: "pill running" }, "RUNNING"), el("span", { class: "play-name" }, p.playbook_name || "")));
+      $("plays").prepend(card);
+      $("ansible-empty").hidden = true;
+    }
+    const f = { host: p.ansible_host, task, status: p.status, message, topic: m.topic };
+    if (!card.querySelector(`.failed-task[data-key="${CSS.escape("fail|" + f.topic + "|" + f.task)}"]`)) card.append(failedTask(f));
+  }
+
   function play(p) {
     const status = p.status;
     const took = (p.finished || Date.now()) - p.started;
@@ -281,11 +312,7 @@ views.ansible = (() => {
       card.append(t);
       if (hosts.length > HOSTS_SHOWN) card.append(el("div", { class: "more" }, `and ${hosts.length - HOSTS_SHOWN} more hosts`));
     }
-    for (const f of p.failed.slice(0, FAILED_SHOWN)) {
-      card.append(el("div", { class: "failed-task " + f.status, "data-failed-task": f.host + "|" + f.task, "data-seen": String(seen("fail|" + f.topic + "|" + f.received)) },
-        el("div", { class: "where" }, `${f.status === "UNREACHABLE" ? "unreachable" : "failed"}: ${f.host} — ${f.task}`),
-        f.message ? el("div", { class: "msg" }, f.message) : null));
-    }
+    for (const f of p.failed.slice(0, FAILED_SHOWN)) card.append(failedTask(f));
     if (p.failed.length > FAILED_SHOWN) card.append(el("div", { class: "more" }, `and ${p.failed.length - FAILED_SHOWN} more failures`));
     return card;
   }
@@ -295,7 +322,7 @@ views.ansible = (() => {
     const running = s.plays.filter((p) => p.status === "running").length;
     $("ansible-count").textContent = s.plays.length ? `${running} running · ${s.plays.length - running} finished` : "";
     $("plays").replaceChildren(...s.plays.map(play));
-    $("tasks").replaceChildren(...s.stream.slice(0, 120).map((t) =>
+    $("tasks").replaceChildren(...s.stream.slice(0, 80).map((t) =>
       el("div", { class: "task", "data-task-status": t.status },
         el("span", { class: "time" }, clock(t.received).slice(0, 8)),
         el("span", null, el("span", { class: "pill " + t.status }, t.status)),
@@ -303,7 +330,7 @@ views.ansible = (() => {
         el("span", { title: t.task }, t.task),
         t.message && t.status !== "OK" && t.status !== "SKIPPED" ? el("span", { class: "msg", title: t.message }, t.message) : null)));
   }
-  return { show() { refresh(); listen(info.filters.ansible, refresh); }, tick: refresh };
+  return { show() { refresh(); listen(info.filters.ansible, onMessage, null, true); }, tick: refresh };
 })();
 
 // ---- Stream ----------------------------------------------------------------
