@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -245,7 +246,11 @@ func (b *Broker) Publish(ctx context.Context, msgs ...bus.Message) error {
 func (b *Broker) Subscribe(id int, filter string, fn func(bus.Message)) (unsubscribe func(), err error) {
 	var replaying atomic.Bool
 	replaying.Store(true)
+	dollar := strings.HasPrefix(filter, "$")
 	handler := func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) {
+		if !dollar && strings.HasPrefix(pk.TopicName, "$") {
+			return // mochi hands inline subscribers of "#" its $SYS topics too
+		}
 		fn(bus.Message{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: replaying.Load() && pk.FixedHeader.Retain})
 	}
 	if err := b.server.Subscribe(filter, id, handler); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/opsfirehose/firehose/configdb/configcli"
 	"github.com/opsfirehose/firehose/ingest"
 	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/subscribe"
 )
 
 // Exit codes.
@@ -52,6 +53,9 @@ func OS() (Env, context.CancelFunc) {
 func Bridge(env Env, args []string) int {
 	if len(args) > 0 && args[0] == "ingest" {
 		return ingest.Run(env.Context, args[1:], env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
+	}
+	if len(args) > 0 && args[0] == "sub" {
+		return subscribe.Run(env.Context, args[1:], env.Stdout, env.Stderr, env.LookupEnv)
 	}
 	if len(args) > 0 && args[0] == "config" {
 		return configcli.Run(env.Context, args[1:], env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
@@ -107,6 +111,7 @@ func usage(w io.Writer, prog string) {
                                  bridge ("%[1]s ingest help" for its flags)
   %[1]s config <command> ...    the ConfigDB client (fuel2 config) against a running bridge
                                  ("%[1]s config help")
+  %[1]s sub [FILTER...]         print the bus's messages as they come ("%[1]s sub --help")
 `
 	if prog == "broker" {
 		what = "the firehose MQTT broker alone (anonymous read-only, authenticated publishers)"

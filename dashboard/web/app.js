@@ -525,7 +525,7 @@ views.health = (() => {
     const req = $("health-requests");
     const rhead = el("tr", null, ...["endpoint", "2xx", "4xx", "5xx"].map((t) => el("th", null, t)));
     req.replaceChildren(rhead, ...(h.requests.length ? h.requests.map((r) =>
-      el("tr", null, el("td", { class: "mono" }, r.route), el("td", null, fmtNum(r.by_class["2xx"] || 0)),
+      el("tr", null, el("td", { class: "mono" }, r.route.replace("{$}", "")), el("td", null, fmtNum(r.by_class["2xx"] || 0)),
         el("td", { class: r.by_class["4xx"] ? "bad" : "" }, fmtNum(r.by_class["4xx"] || 0)),
         el("td", { class: r.by_class["5xx"] ? "bad" : "" }, fmtNum(r.by_class["5xx"] || 0)))) :
       [el("tr", null, el("td", { colspan: "4", class: "l muted" }, "Nothing posted since the bridge started."))]));
