@@ -139,29 +139,74 @@ func parseNode(topic, org, name string, payload []byte, now time.Time) (*Node, b
 	return n, true
 }
 
-// fleet holds every node's last status, keyed by topic.
+// fleet holds every node's last status, keyed by topic, and the same nodes
+// kept in display order, so that a query only filters: with 10,000 nodes
+// and hundreds of status updates a second, sorting per query would cost
+// more than everything else.
 type fleet struct {
 	mu      sync.Mutex
 	nodes   map[string]*Node
-	sorted  []*Node // failures first, newest first, then by name; nil when stale
+	sorted  []*Node // failures first, newest first, then by name
+	orgs    map[string]int
+	groups  map[string]int
 	version uint64
 }
 
-func newFleet() *fleet { return &fleet{nodes: map[string]*Node{}} }
+func newFleet() *fleet {
+	return &fleet{nodes: map[string]*Node{}, orgs: map[string]int{}, groups: map[string]int{}}
+}
+
+// count adds d to the node counts of n's org and policy group.
+func (f *fleet) count(n *Node, d int) {
+	for _, c := range []struct {
+		m map[string]int
+		k string
+	}{{f.orgs, n.Org}, {f.groups, n.PolicyGroup}} {
+		if c.k == "" {
+			continue
+		}
+		if c.m[c.k] += d; c.m[c.k] <= 0 {
+			delete(c.m, c.k)
+		}
+	}
+}
+
+// before is the display order.
+func before(a, b *Node) bool {
+	if ra, rb := statusRank(a.Status), statusRank(b.Status); ra != rb {
+		return ra < rb
+	}
+	if !a.end.Equal(b.end) {
+		return a.end.After(b.end)
+	}
+	if a.Name != b.Name {
+		return a.Name < b.Name
+	}
+	return a.Topic < b.Topic
+}
 
 // set records a node's status; a nil node deletes it (a cleared retained message).
 func (f *fleet) set(topic string, n *Node) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if n == nil {
-		if _, ok := f.nodes[topic]; !ok {
-			return
+	if old, ok := f.nodes[topic]; ok {
+		i := sort.Search(len(f.sorted), func(i int) bool { return !before(f.sorted[i], old) })
+		if i < len(f.sorted) && f.sorted[i] == old {
+			f.sorted = append(f.sorted[:i], f.sorted[i+1:]...)
 		}
 		delete(f.nodes, topic)
-	} else {
-		f.nodes[topic] = n
+		f.count(old, -1)
+	} else if n == nil {
+		return
 	}
-	f.sorted = nil
+	if n != nil {
+		f.nodes[topic] = n
+		f.count(n, 1)
+		i := sort.Search(len(f.sorted), func(i int) bool { return !before(f.sorted[i], n) })
+		f.sorted = append(f.sorted, nil)
+		copy(f.sorted[i+1:], f.sorted[i:])
+		f.sorted[i] = n
+	}
 	f.version++
 }
 
@@ -204,39 +249,23 @@ func statusRank(s string) int {
 func (f *fleet) query(q FleetQuery) FleetPage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.sorted == nil {
-		f.sorted = make([]*Node, 0, len(f.nodes))
-		for _, n := range f.nodes {
-			f.sorted = append(f.sorted, n)
-		}
-		sort.Slice(f.sorted, func(i, j int) bool {
-			a, b := f.sorted[i], f.sorted[j]
-			if ra, rb := statusRank(a.Status), statusRank(b.Status); ra != rb {
-				return ra < rb
-			}
-			if !a.end.Equal(b.end) {
-				return a.end.After(b.end)
-			}
-			if a.Name != b.Name {
-				return a.Name < b.Name
-			}
-			return a.Topic < b.Topic
-		})
-	}
 	page := FleetPage{Total: len(f.sorted), Counts: map[string]int{}, Offset: q.Offset, Rows: []*Node{}, Version: f.version}
-	orgs, groups := map[string]bool{}, map[string]bool{}
 	search := strings.ToLower(q.Search)
+	failed, succeeded := 0, 0
 	for _, n := range f.sorted {
-		orgs[n.Org] = true
-		if n.PolicyGroup != "" {
-			groups[n.PolicyGroup] = true
-		}
 		if (q.Org != "" && n.Org != q.Org) || (q.PolicyGroup != "" && n.PolicyGroup != q.PolicyGroup) ||
 			(search != "" && !strings.Contains(strings.ToLower(n.Name), search)) {
 			continue
 		}
 		page.Matched++
-		page.Counts[n.Status]++
+		switch n.Status { // two counters, not a map update per node
+		case "failure":
+			failed++
+		case "success":
+			succeeded++
+		default:
+			page.Counts[n.Status]++
+		}
 		if q.Status != "" && n.Status != q.Status {
 			continue
 		}
@@ -245,11 +274,17 @@ func (f *fleet) query(q FleetQuery) FleetPage {
 		}
 		page.Listed++
 	}
-	page.Orgs, page.PolicyGroups = sortedSet(orgs), sortedSet(groups)
+	if failed > 0 {
+		page.Counts["failure"] = failed
+	}
+	if succeeded > 0 {
+		page.Counts["success"] = succeeded
+	}
+	page.Orgs, page.PolicyGroups = sortedKeys(f.orgs), sortedKeys(f.groups)
 	return page
 }
 
-func sortedSet(m map[string]bool) []string {
+func sortedKeys(m map[string]int) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
