@@ -129,6 +129,19 @@ func TestStreamDeliversWhatAnAnonymousSubscriberGets(t *testing.T) {
 	}
 }
 
+// A stream outlives the listener's read and write timeouts, which bound
+// requests, not an open stream.
+func TestStreamOutlivesHTTPTimeouts(t *testing.T) {
+	_, base := bridgeWith(t, func(c *config.Config) { c.HTTP.ReadTimeout, c.HTTP.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond })
+	s := openStream(t, base, url.Values{"filter": {"#"}})
+	s.next(t, "open")
+	for i := 1; i <= 2; i++ { // a stats event a second: past both timeouts
+		if got := s.next(t, "stats"); !strings.Contains(got, `"sent":0`) {
+			t.Fatalf("stats %d: %s", i, got)
+		}
+	}
+}
+
 func TestStreamRefusesBadRequests(t *testing.T) {
 	_, base := bridgeWith(t, func(c *config.Config) { c.Dashboard.MaxStreams = 1 })
 	for q, want := range map[string]string{

@@ -60,22 +60,12 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	retained := false
-	switch v := q.Get("retained"); v {
-	case "", "0", "false", "no":
-	case "1", "true", "yes":
-		retained = true
-	default:
-		httpserver.WriteError(w, http.StatusBadRequest, fmt.Sprintf("retained=%q: use 1 or 0", v), "retained")
+	retained, ok := boolParam(w, q.Get("retained"), "retained", false)
+	if !ok {
 		return
 	}
-	withPayload := true
-	switch v := q.Get("payload"); v {
-	case "", "1", "true", "yes":
-	case "0", "false", "no":
-		withPayload = false
-	default:
-		httpserver.WriteError(w, http.StatusBadRequest, fmt.Sprintf("payload=%q: use 1 or 0", v), "payload")
+	withPayload, ok := boolParam(w, q.Get("payload"), "payload", true)
+	if !ok {
 		return
 	}
 	if !d.available(w) {
@@ -136,6 +126,10 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 	}
 
 	rc := http.NewResponseController(w)
+	// http.read_timeout and write_timeout bound a request, not a stream that
+	// stays open for hours: clear the read deadline, and give each write its
+	// own deadline below.
+	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -204,6 +198,20 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// boolParam reads an optional 1/0 query parameter, answering 400 for anything else.
+func boolParam(w http.ResponseWriter, v, name string, def bool) (bool, bool) {
+	switch v {
+	case "":
+		return def, true
+	case "1", "true", "yes":
+		return true, true
+	case "0", "false", "no":
+		return false, true
+	}
+	httpserver.WriteError(w, http.StatusBadRequest, fmt.Sprintf("%s=%q: use 1 or 0", name, v), name)
+	return false, false
 }
 
 // writeEvent appends one "message" event: the payload as JSON when it is

@@ -214,15 +214,24 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	for r := 0; r < p.CPURounds; r++ {
 		for i, name := range conds {
 			var tabs []context.CancelFunc
+			var first context.Context
 			for k := 0; i > 0 && k < p.Pages; k++ {
 				view := map[int]string{1: "fleet", 2: "stream"}[i]
-				cancel, err := openPage(browser, big.http, view)
+				tab, cancel, err := openPage(browser, big.http, view)
 				if err != nil {
 					return err
+				}
+				if first == nil {
+					first = tab
 				}
 				tabs = append(tabs, cancel)
 			}
 			use, rate, other, err := measureCPU(ctx, big, p)
+			got := ""
+			if i == 2 && err == nil { // proof that the Stream pages took the whole load
+				n, _ := chromedp.Run(first, chromedp.Evaluate[string](`document.getElementById("stream-count").textContent`))
+				got = fmt.Sprintf("; a page received %s", n)
+			}
 			for _, c := range tabs {
 				c()
 			}
@@ -231,7 +240,7 @@ func run(ctx context.Context, p params, out io.Writer) error {
 			}
 			cpu[i] = append(cpu[i], use)
 			sent[i] = append(sent[i], rate)
-			fmt.Fprintf(out, "  round %d: %-24s bridge CPU %5.1f%% of a core at %5.0f msgs/s (other load on the machine: %.0f%%)\n", r+1, name, use, rate, other)
+			fmt.Fprintf(out, "  round %d: %-24s bridge CPU %5.1f%% of a core at %5.0f msgs/s (other load on the machine: %.0f%%)%s\n", r+1, name, use, rate, other, got)
 		}
 	}
 	var h struct{ Dashboard struct{ Dropped float64 } }
@@ -279,19 +288,19 @@ func groupDigits(n int) string {
 }
 
 // openPage opens a tab on view and waits until its live stream is open.
-func openPage(browser context.Context, base, view string) (context.CancelFunc, error) {
+func openPage(browser context.Context, base, view string) (context.Context, context.CancelFunc, error) {
 	tab, cancel := chromedp.NewContext(browser)
 	if err := chromedp.Do(tab); err != nil {
 		cancel()
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, stop := context.WithTimeout(tab, time.Minute)
 	defer stop()
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#"+view), chromedp.WaitVisible(`#conn[data-state="live"]`)); err != nil {
 		cancel()
-		return nil, err
+		return nil, nil, err
 	}
-	return cancel, nil
+	return tab, cancel, nil
 }
 
 // measureCPU publishes p.Rate msgs/s (3 in 10 Chef statuses, 5 Ansible
