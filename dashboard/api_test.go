@@ -132,7 +132,9 @@ func TestStreamDeliversWhatAnAnonymousSubscriberGets(t *testing.T) {
 // A stream outlives the listener's read and write timeouts, which bound
 // requests, not an open stream.
 func TestStreamOutlivesHTTPTimeouts(t *testing.T) {
-	_, base := bridgeWith(t, func(c *config.Config) { c.HTTP.ReadTimeout, c.HTTP.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond })
+	_, base := bridgeWith(t, func(c *config.Config) {
+		c.HTTP.ReadTimeout, c.HTTP.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	})
 	s := openStream(t, base, url.Values{"filter": {"#"}})
 	s.next(t, "open")
 	for i := 1; i <= 2; i++ { // a stats event a second: past both timeouts
