@@ -59,22 +59,34 @@ func (c *changes) snapshot() ChangesSnapshot {
 // leaves out.
 func summarise(source, topic string, rest []string, payload []byte, now int64) *Change {
 	ch := &Change{Source: source, Topic: topic, Received: now}
-	var m map[string]any
+	// Only the fields a summary shows are decoded: a Gerrit event or a
+	// Launchpad mail carries much more, and every one of them passes here.
+	var m summaryFields
 	_ = json.Unmarshal(payload, &m)
 	get := func(path ...string) string {
-		var v any = m
-		for _, k := range path {
-			o, ok := v.(map[string]any)
-			if !ok {
-				return ""
-			}
-			v = o[k]
-		}
-		switch v := v.(type) {
-		case string:
-			return v
-		case float64:
-			return fmt.Sprint(v)
+		switch strings.Join(path, ".") {
+		case "author":
+			return m.Author.String()
+		case "change.subject":
+			return m.Change.Subject.String()
+		case "change.number":
+			return m.Change.Number.String()
+		case "change.url":
+			return m.Change.URL.String()
+		case "uploader.name":
+			return m.Uploader.Name.String()
+		case "author.name":
+			return m.Author.Name()
+		case "submitter.name":
+			return m.Submitter.Name.String()
+		case "status":
+			return m.Status.String()
+		case "importance":
+			return m.Importance.String()
+		case "bug-modifier":
+			return m.BugModifier.String()
+		case "source_url":
+			return m.SourceURL.String()
 		}
 		return ""
 	}
@@ -92,21 +104,11 @@ func summarise(source, topic string, rest []string, payload []byte, now int64) *
 				}
 				ch.Title += " at " + strings.Join(lv, " ")
 			}
-			if set, ok := m["changed"].(map[string]any); ok {
-				keys := func(k string) string {
-					l, _ := set[k].([]any)
-					var s []string
-					for _, x := range l {
-						s = append(s, fmt.Sprint(x))
-					}
-					return strings.Join(s, ", ")
-				}
-				if s := keys("set"); s != "" {
-					ch.Detail = "set " + s
-				}
-				if s := keys("deleted"); s != "" {
-					ch.Detail = strings.TrimPrefix(ch.Detail+"; deleted "+s, "; ")
-				}
+			if s := joinKeys(m.Changed.Set); s != "" {
+				ch.Detail = "set " + s
+			}
+			if s := joinKeys(m.Changed.Deleted); s != "" {
+				ch.Detail = strings.TrimPrefix(ch.Detail+"; deleted "+s, "; ")
 			}
 		} else if len(rest) >= 3 {
 			ch.Title = fmt.Sprintf("%s %s %s", strings.TrimSuffix(rest[0], "s"), rest[1], rest[2])
@@ -174,4 +176,72 @@ func summarise(source, topic string, rest []string, payload []byte, now int64) *
 		ch.URL = "" // the page links it: never a javascript: or data: URL
 	}
 	return ch
+}
+
+// text is a JSON string or number, or nothing for anything else.
+type text string
+
+func (t *text) UnmarshalJSON(b []byte) error {
+	var v any
+	if json.Unmarshal(b, &v) == nil {
+		switch v := v.(type) {
+		case string:
+			*t = text(v)
+		case float64:
+			*t = text(fmt.Sprint(v))
+		}
+	}
+	return nil
+}
+
+func (t text) String() string { return string(t) }
+
+// person is a Gerrit account, or ConfigDB's author, which is a plain string.
+type person struct {
+	plain text
+	named struct {
+		Name text `json:"name"`
+	}
+}
+
+func (p *person) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '{' {
+		_ = json.Unmarshal(b, &p.named)
+		return nil
+	}
+	return p.plain.UnmarshalJSON(b)
+}
+
+func (p person) String() string { return string(p.plain) }
+func (p person) Name() string   { return string(p.named.Name) }
+
+type summaryFields struct {
+	Author   person `json:"author"`
+	Uploader struct {
+		Name text `json:"name"`
+	} `json:"uploader"`
+	Submitter struct {
+		Name text `json:"name"`
+	} `json:"submitter"`
+	Change struct {
+		Subject text `json:"subject"`
+		Number  text `json:"number"`
+		URL     text `json:"url"`
+	} `json:"change"`
+	Changed struct {
+		Set     []any `json:"set"`
+		Deleted []any `json:"deleted"`
+	} `json:"changed"`
+	Status      text `json:"status"`
+	Importance  text `json:"importance"`
+	BugModifier text `json:"bug-modifier"`
+	SourceURL   text `json:"source_url"`
+}
+
+func joinKeys(l []any) string {
+	var s []string
+	for _, x := range l {
+		s = append(s, fmt.Sprint(x))
+	}
+	return strings.Join(s, ", ")
 }
