@@ -62,8 +62,6 @@ type Options struct {
 	Routes     []Route
 	Prefixes   Prefixes
 	Logger     zerolog.Logger
-	// Version is shown in the page's header.
-	Version string
 }
 
 // ErrClosed is returned by Start after Close.

@@ -55,13 +55,12 @@ func secure(h http.Handler) http.Handler {
 type Info struct {
 	Available   bool                `json:"available"`
 	Unavailable string              `json:"unavailable,omitempty"`
-	Version     string              `json:"version,omitempty"`
 	Filters     map[string][]string `json:"filters"`
 }
 
 func (d *Dashboard) info(w http.ResponseWriter, _ *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, Info{
-		Available: d.opts.Source != nil, Unavailable: d.opts.Unavailable, Version: d.opts.Version, Filters: d.filters,
+		Available: d.opts.Source != nil, Unavailable: d.opts.Unavailable, Filters: d.filters,
 	})
 }
 
