@@ -144,6 +144,32 @@ func TestStreamOutlivesHTTPTimeouts(t *testing.T) {
 	}
 }
 
+// A client that stops reading costs a bounded queue: beyond it, messages
+// are dropped for that client alone and counted in its stats.
+func TestSlowStreamDropsBeyondItsQueue(t *testing.T) {
+	b, base := bridgeWith(t, nil)
+	s := openStream(t, base, url.Values{"filter": {"big/#"}})
+	s.next(t, "open")
+	payload := []byte(`"` + strings.Repeat("x", 1<<20) + `"`)
+	for i := 0; i < 64; i++ { // 64 MiB: more than the socket buffers and the 8 MiB queue
+		if err := b.Publisher().Publish(context.Background(), bus.Message{Topic: "big/x", Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		var st struct{ Sent, Dropped int }
+		if err := json.Unmarshal([]byte(s.next(t, "stats")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Sent+st.Dropped == 64 {
+			if st.Dropped == 0 || st.Sent < 8 {
+				t.Errorf("sent %d, dropped %d", st.Sent, st.Dropped)
+			}
+			return
+		}
+	}
+}
+
 func TestStreamRefusesBadRequests(t *testing.T) {
 	_, base := bridgeWith(t, func(c *config.Config) { c.Dashboard.MaxStreams = 1 })
 	for q, want := range map[string]string{

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -20,6 +21,8 @@ const (
 	maxFilters      = 16
 	maxFilterLength = 1024
 	maxReplay       = 100_000          // retained messages replayed to one stream
+	maxReplayBytes  = 64 << 20         // and their payloads' bytes
+	maxQueuedBytes  = 8 << 20          // payload bytes waiting for one stream; beyond, messages are dropped for it
 	statsInterval   = time.Second      // how often a stream reports its rate
 	writeTimeout    = 10 * time.Second // one write to a stream; a client that reads slower is cut off
 )
@@ -85,9 +88,12 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 
 	ch := make(chan streamMsg, d.cfg.StreamBuffer)
 	var (
-		mu      sync.Mutex
-		replay  []streamMsg
-		dropped int64
+		mu          sync.Mutex
+		replay      []streamMsg
+		replayBytes int
+		truncated   bool
+		dropped     int64
+		queued      atomic.Int64 // payload bytes in ch
 	)
 	for i, f := range filters {
 		earlier := filters[:i]
@@ -98,24 +104,41 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			sm := streamMsg{topic: m.Topic, qos: m.QoS, retained: m.Retain, received: time.Now()}
+			size := 0
 			if withPayload {
-				sm.payload = append([]byte(nil), m.Payload...)
+				size = len(m.Payload)
 			}
 			if m.Retain { // replayed on this goroutine, inside Subscribe
-				mu.Lock()
-				if retained && len(replay) < maxReplay {
-					replay = append(replay, sm)
+				if !retained {
+					return
 				}
-				mu.Unlock()
+				mu.Lock()
+				defer mu.Unlock()
+				if len(replay) >= maxReplay || replayBytes+size > maxReplayBytes {
+					truncated = true
+					return
+				}
+				sm.payload = append([]byte(nil), m.Payload[:size]...)
+				replay, replayBytes = append(replay, sm), replayBytes+size
 				return
 			}
-			select {
-			case ch <- sm:
-			default:
+			drop := func() {
 				mu.Lock()
 				dropped++
 				mu.Unlock()
 				d.dropped.WithLabelValues("stream").Inc()
+			}
+			if queued.Add(int64(size)) > maxQueuedBytes {
+				queued.Add(-int64(size))
+				drop()
+				return
+			}
+			sm.payload = append([]byte(nil), m.Payload[:size]...)
+			select {
+			case ch <- sm:
+			default:
+				queued.Add(-int64(size))
+				drop()
 			}
 		})
 		if err != nil {
@@ -136,18 +159,7 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no") // tell a proxy in front not to buffer
 	w.WriteHeader(http.StatusOK)
 
-	mu.Lock()
-	replayed := replay
-	replay = nil
-	mu.Unlock()
 	var buf bytes.Buffer
-	buf.WriteString("retry: 2000\n\n")
-	open, _ := json.Marshal(map[string]any{"filters": filters, "retained": len(replayed)})
-	fmt.Fprintf(&buf, "event: open\ndata: %s\n\n", open)
-	for _, m := range replayed {
-		writeEvent(&buf, m, withPayload)
-	}
-	replayed = nil
 	flush := func() bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := w.Write(buf.Bytes()); err != nil {
@@ -156,6 +168,25 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 		buf.Reset()
 		return rc.Flush() == nil
 	}
+	mu.Lock()
+	replayed, cut := replay, truncated
+	replay = nil
+	mu.Unlock()
+	buf.WriteString("retry: 2000\n\n")
+	open := map[string]any{"filters": filters, "retained": len(replayed)}
+	if cut {
+		open["truncated"] = true // more retained messages match than one stream replays
+	}
+	opened, _ := json.Marshal(open)
+	fmt.Fprintf(&buf, "event: open\ndata: %s\n\n", opened)
+	for i := range replayed {
+		writeEvent(&buf, replayed[i], withPayload)
+		replayed[i].payload = nil
+		if buf.Len() > 256<<10 && !flush() {
+			return
+		}
+	}
+	replayed = nil
 	if !flush() {
 		return
 	}
@@ -171,11 +202,13 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 		case <-d.ctx.Done():
 			return
 		case m := <-ch:
+			queued.Add(-int64(len(m.payload)))
 			writeEvent(&buf, m, withPayload)
 			sent++
 			for n := 1; n < 256; n++ { // batch what is waiting into one write
 				select {
 				case m := <-ch:
+					queued.Add(-int64(len(m.payload)))
 					writeEvent(&buf, m, withPayload)
 					sent++
 					continue
