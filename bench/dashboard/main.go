@@ -208,32 +208,28 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 
 	// CPU at p.Rate msgs/s, alternating the three conditions.
+	pages, err := newTabs(browser, p.Pages)
+	if err != nil {
+		return err
+	}
 	conds := []string{"no page", fmt.Sprintf("%d pages on Fleet", p.Pages), fmt.Sprintf("%d pages on Stream '#'", p.Pages)}
 	cpu := make([][]float64, len(conds))
 	sent := make([][]float64, len(conds))
 	for r := 0; r < p.CPURounds; r++ {
 		for i, name := range conds {
-			var tabs []context.CancelFunc
-			var first context.Context
-			for k := 0; i > 0 && k < p.Pages; k++ {
-				view := map[int]string{1: "fleet", 2: "stream"}[i]
-				tab, cancel, err := openPage(browser, big.http, view)
-				if err != nil {
-					return err
+			view := map[int]string{0: "", 1: "fleet", 2: "stream"}[i]
+			for _, v := range []string{"", view} { // every old stream closed before new ones open
+				for _, tab := range pages {
+					if err := show(tab, big.http, v); err != nil {
+						return fmt.Errorf("open %q: %w", v, err)
+					}
 				}
-				if first == nil {
-					first = tab
-				}
-				tabs = append(tabs, cancel)
 			}
 			use, rate, other, err := measureCPU(ctx, big, p)
 			got := ""
-			if i == 2 && err == nil { // proof that the Stream pages took the whole load
-				n, _ := chromedp.Run(first, chromedp.Evaluate[string](`document.getElementById("stream-count").textContent`))
+			if i == 2 && err == nil { // proof that the Stream pages took the load
+				n, _ := chromedp.Run(pages[0], chromedp.Evaluate[string](`document.getElementById("stream-count").textContent`))
 				got = fmt.Sprintf("; a page received %s", n)
-			}
-			for _, c := range tabs {
-				c()
 			}
 			if err != nil {
 				return err
@@ -259,19 +255,14 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	return nil
 }
 
-// loadTime opens a fresh tab on the Fleet view and returns the page's own
+// loadTime loads the Fleet view afresh in tab and returns the page's own
 // time (performance.now(), from navigation start) until the count shows n
 // and the first rows are drawn.
-func loadTime(browser context.Context, base string, n int) (float64, error) {
-	tab, cancel := chromedp.NewContext(browser)
-	defer cancel()
-	if err := chromedp.Do(tab); err != nil {
-		return 0, err
-	}
+func loadTime(tab context.Context, base string, n int) (float64, error) {
 	ctx, stop := context.WithTimeout(tab, time.Minute)
 	defer stop()
 	want := fmt.Sprintf("%q", groupDigits(n)) // as the page writes it: 10,000
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#fleet")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/#fleet")); err != nil {
 		return 0, err
 	}
 	return chromedp.Run(ctx, chromedp.Poll[float64](
@@ -287,20 +278,29 @@ func groupDigits(n int) string {
 	return s
 }
 
-// openPage opens a tab on view and waits until its live stream is open.
-func openPage(browser context.Context, base, view string) (context.Context, context.CancelFunc, error) {
-	tab, cancel := chromedp.NewContext(browser)
-	if err := chromedp.Do(tab); err != nil {
-		cancel()
-		return nil, nil, err
+// newTabs opens n tabs, once: Chromium may stop answering the creation of
+// windows after many have come and gone, so the rounds reuse them.
+func newTabs(browser context.Context, n int) ([]context.Context, error) {
+	var tabs []context.Context
+	for range n {
+		tab, _ := chromedp.NewContext(browser) // closed with the browser
+		if err := chromedp.Do(tab); err != nil {
+			return nil, err
+		}
+		tabs = append(tabs, tab)
 	}
+	return tabs, nil
+}
+
+// show loads view in tab ("" for a blank page) and, for a view, waits until
+// its live stream is open.
+func show(tab context.Context, base, view string) error {
 	ctx, stop := context.WithTimeout(tab, time.Minute)
 	defer stop()
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#"+view), chromedp.WaitVisible(`#conn[data-state="live"]`)); err != nil {
-		cancel()
-		return nil, nil, err
+	if view == "" {
+		return chromedp.Do(ctx, chromedp.Navigate("about:blank"))
 	}
-	return tab, cancel, nil
+	return chromedp.Do(ctx, chromedp.Navigate(base+"/#"+view), chromedp.WaitVisible(`#conn[data-state="live"]`))
 }
 
 // measureCPU publishes p.Rate msgs/s (3 in 10 Chef statuses, 5 Ansible

@@ -563,6 +563,16 @@ async function main() {
     for (const a of document.querySelectorAll(".tabs a")) if (a.dataset.view !== "health") a.hidden = true;
   }
   window.addEventListener("hashchange", route);
+  // A hidden page lets go of its stream: a browser allows six connections
+  // to one HTTP/1.1 server, and each open page holds one. It catches up
+  // (snapshot, then stream) when it is shown again.
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) {
+      if (source) { source.close(); source = null; setConn("connecting", "paused while hidden"); }
+    } else if (current && views[current]) {
+      views[current].show(new URLSearchParams((location.hash.split("?")[1]) || ""));
+    }
+  });
   route();
   // Relative times and polled views move on without any message.
   let ticks = 0;
