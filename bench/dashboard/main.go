@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -259,6 +260,15 @@ func run(ctx context.Context, p params, out io.Writer) error {
 // time (performance.now(), from navigation start) until the count shows n
 // and the first rows are drawn.
 func loadTime(tab context.Context, base string, n int) (float64, error) {
+	ms, err := loadOnce(tab, base, n)
+	if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") {
+		// The poll raced the navigation's new execution context: load again.
+		ms, err = loadOnce(tab, base, n)
+	}
+	return ms, err
+}
+
+func loadOnce(tab context.Context, base string, n int) (float64, error) {
 	ctx, stop := context.WithTimeout(tab, time.Minute)
 	defer stop()
 	want := fmt.Sprintf("%q", groupDigits(n)) // as the page writes it: 10,000
