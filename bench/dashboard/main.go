@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -191,15 +190,22 @@ func run(ctx context.Context, p params, out io.Writer) error {
 	}
 	defer closeBrowser()
 
-	// Load time, alternating the two bridges.
+	// Load time, alternating the two bridges, each in a tab of its own (a
+	// tab that stays on one origin: chromedp's polls can lose track of a
+	// tab's page when it changes origin).
+	loadTabs, err := newTabs(browser, 1)
+	if err != nil {
+		return err
+	}
 	var bigMs, smallMs []float64
 	for r := 0; r < p.LoadRounds; r++ {
 		for _, c := range []struct {
 			b    *bridge
 			n    int
+			tab  context.Context
 			into *[]float64
-		}{{big, p.Nodes, &bigMs}, {small, p.BaseNodes, &smallMs}} {
-			ms, err := loadTime(browser, c.b.http, c.n)
+		}{{big, p.Nodes, browser, &bigMs}, {small, p.BaseNodes, loadTabs[0], &smallMs}} {
+			ms, err := loadTime(c.tab, c.b.http, c.n, r)
 			if err != nil {
 				return err
 			}
@@ -259,20 +265,12 @@ func run(ctx context.Context, p params, out io.Writer) error {
 // loadTime loads the Fleet view afresh in tab and returns the page's own
 // time (performance.now(), from navigation start) until the count shows n
 // and the first rows are drawn.
-func loadTime(tab context.Context, base string, n int) (float64, error) {
-	ms, err := loadOnce(tab, base, n)
-	if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") {
-		// The poll raced the navigation's new execution context: load again.
-		ms, err = loadOnce(tab, base, n)
-	}
-	return ms, err
-}
-
-func loadOnce(tab context.Context, base string, n int) (float64, error) {
+func loadTime(tab context.Context, base string, n, round int) (float64, error) {
 	ctx, stop := context.WithTimeout(tab, time.Minute)
 	defer stop()
 	want := fmt.Sprintf("%q", groupDigits(n)) // as the page writes it: 10,000
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/#fleet")); err != nil {
+	// A new query string makes it a full load, not a move within the page.
+	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/?load=%d#fleet", base, round))); err != nil {
 		return 0, err
 	}
 	return chromedp.Run(ctx, chromedp.Poll[float64](
