@@ -253,7 +253,7 @@ func (c Chef) Liveness(org, node string) (string, error) {
 }
 
 // Compliance returns chef/<org>/<node>/compliance/<status>, status being
-// "passed", "failed" or "skipped".
+// Chef Automate's verdict: "passed", "failed", "skipped" or "waived".
 func (c Chef) Compliance(org, node, status string) (string, error) {
 	return build(c.Prefix, DefaultChefPrefix, []part{
 		data("org", org), data("node", node), word(wordCompliance), data("status", status)})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/opsfirehose/firehose/bus"
+	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -76,6 +77,25 @@ func FuzzMessages(f *testing.F) {
 				for _, m := range msgs[1:] {
 					if !json.Valid(m.Payload) {
 						t.Fatalf("%s: invalid JSON %q", m.Topic, m.Payload)
+					}
+				}
+			case "inspec_report":
+				// The report, with the summary appended: a decoder reads
+				// the sender's members and the summary.
+				var got, sent map[string]json.RawMessage
+				if len(msgs) != 1 || json.Unmarshal(msgs[0].Payload, &got) != nil || got[chefpayload.SummaryKey] == nil {
+					t.Fatalf("%d messages, payload %q", len(msgs), msgs[0].Payload)
+				}
+				if json.Unmarshal(body, &sent) == nil {
+					delete(got, chefpayload.SummaryKey)
+					delete(sent, chefpayload.SummaryKey)
+					for k, v := range sent {
+						if !bytes.Equal(got[k], v) {
+							t.Fatalf("member %q changed: %q, sent %q", k, got[k], v)
+						}
+					}
+					if len(got) != len(sent) {
+						t.Fatalf("members added: %q", msgs[0].Payload)
 					}
 				}
 			default:

@@ -106,7 +106,15 @@ type accepted struct {
 	Status   string `json:"status"`
 	Type     string `json:"type"`
 	Messages int    `json:"messages"`
+	// Warnings are the message's problems that did not stop it (the first
+	// maxWarnings; WarningsOmitted counts the rest).
+	Warnings        []chefpayload.Warning `json:"warnings,omitempty"`
+	WarningsOmitted int                   `json:"warnings_omitted,omitempty"`
 }
+
+// maxWarnings bounds the warnings an answer lists: a converge of thousands
+// of resources can have a problem in each.
+const maxWarnings = 20
 
 func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 	tokenName, ok := httpserver.Authenticate(w, r, h.tokens, tokenHeaders...)
@@ -146,7 +154,30 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 		h.log.Debug().Str("topic", m.Topic).Int("bytes", len(m.Payload)).Bool("retained", m.Retain).
 			Str("id", m.Headers[bus.HeaderMsgID]).Str("token", tokenName).Msg("published")
 	}
-	httpserver.WriteJSON(w, http.StatusOK, accepted{Status: "ok", Type: msg.Kind().String(), Messages: len(msgs)})
+	ans := accepted{Status: "ok", Type: msg.Kind().String(), Messages: len(msgs)}
+	if warns := msg.Warnings(); len(warns) > 0 {
+		h.warned(r, msg, warns, tokenName)
+		ans.Warnings = warns[:min(len(warns), maxWarnings)]
+		ans.WarningsOmitted = len(warns) - len(ans.Warnings)
+	}
+	httpserver.WriteJSON(w, http.StatusOK, ans)
+}
+
+// warned counts a published message's warnings by reason and logs them at
+// debug: they are the sender's to fix, and a fleet can send thousands.
+func (h *Handler) warned(r *http.Request, msg chefpayload.Message, warns []chefpayload.Warning, token string) {
+	for _, w := range warns {
+		h.metrics.warnings.WithLabelValues(Source, w.Reason).Inc()
+	}
+	if e := h.log.Debug(); e.Enabled() {
+		arr := zerolog.Arr()
+		for _, w := range warns[:min(len(warns), maxWarnings)] {
+			arr.Str(w.Msg)
+		}
+		e.Str("type", msg.Kind().String()).Int("count", len(warns)).Array("warnings", arr).Str("token", token).
+			Str("remote", r.RemoteAddr).Str("request_id", r.Header.Get("X-Remote-Request-Id")).
+			Msg("data-collector message published with warnings")
+	}
 }
 
 // messages parses body and builds everything it publishes.
@@ -174,6 +205,9 @@ type metrics struct {
 	reports  *prometheus.CounterVec
 	messages prometheus.Counter
 	rejected *prometheus.CounterVec
+	// warnings is the intake family shared by every source:
+	// firehose_intake_warnings_total{source, reason}.
+	warnings *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -190,6 +224,10 @@ func newMetrics() *metrics {
 			Name: "firehose_chef_requests_rejected_total",
 			Help: "Data-collector requests refused, by reason (auth, body, invalid, unknown_type, publish).",
 		}, []string{"reason"}),
+		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_intake_warnings_total",
+			Help: "Problems found in messages that were published all the same, by source and reason.",
+		}, []string{"source", "reason"}),
 	}
 }
 
@@ -198,6 +236,21 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
+	}
+	// Another source may have registered the family first: share it.
+	if err := reg.Register(m.warnings); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return err
+		}
+		shared, ok := are.ExistingCollector.(*prometheus.CounterVec)
+		if !ok {
+			return err
+		}
+		m.warnings = shared
+	}
+	for _, r := range chefpayload.Reasons {
+		m.warnings.WithLabelValues(Source, r) // every reason shows, at 0
 	}
 	return nil
 }

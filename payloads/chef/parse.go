@@ -1,9 +1,11 @@
 package chef
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 )
@@ -39,10 +41,20 @@ type Span struct {
 // aliases and never modifies.
 type Message interface {
 	Kind() Kind
+	// Warnings are the problems found in a message that is published all
+	// the same, sorted by field; nil when there are none.
+	Warnings() []Warning
 }
+
+// checked holds a message's warnings.
+type checked struct{ warnings []Warning }
+
+// Warnings implements Message.
+func (c *checked) Warnings() []Warning { return c.warnings }
 
 // RunStart is a run_start message.
 type RunStart struct {
+	checked
 	Body                              []byte
 	NodeName, OrganizationName, RunID string
 }
@@ -50,6 +62,7 @@ type RunStart struct {
 // RunConverge is a run_converge message: the end of a run. Optional fields
 // are nil when the message has no string (or integer) there.
 type RunConverge struct {
+	checked
 	Body                              []byte
 	NodeName, OrganizationName, RunID string
 	// Status is "success" or "failure".
@@ -92,6 +105,7 @@ type Resource struct {
 
 // Action is an action message from Chef Infra Server (or an old chef-client).
 type Action struct {
+	checked
 	Body []byte
 	// OrganizationName is nil when the action belongs to no organization.
 	OrganizationName                 *string
@@ -101,6 +115,7 @@ type Action struct {
 
 // Liveness is a liveness agent ping.
 type Liveness struct {
+	checked
 	Body                       []byte
 	NodeName, OrganizationName string
 	EntityUUID, Timestamp      string
@@ -108,11 +123,17 @@ type Liveness struct {
 
 // Compliance is an InSpec report sent through the data collector.
 type Compliance struct {
+	checked
 	Body                                   []byte
 	NodeName, OrganizationName, ReportUUID string
-	// Status is the report's overall status from its control results:
-	// "passed", "failed" or "skipped".
+	// Status is the report's verdict as Chef Automate computes it:
+	// "passed", "failed", "skipped" or "waived" (Summary.Status).
 	Status string
+	// Summary is what Chef Automate shows of the report: the verdict and
+	// the control counts, overall and per profile.
+	Summary ComplianceSummary
+	// cut are the spans of the body's own compliance_summary members.
+	cut []Span
 }
 
 // Kind implements Message.
@@ -150,8 +171,17 @@ func NewParser(mode Validation) (*Parser, error) {
 func (p *Parser) Mode() Validation { return p.mode }
 
 // Parse classifies body, checks it and extracts what topics and derived
-// messages need. Every problem is an *Error. The body is read, never
-// modified, and stays aliased by the result.
+// messages need. The body is read, never modified, and stays aliased by the
+// result.
+//
+// In every mode, a message is refused (an *Error) when it cannot be
+// published: not a JSON object, of no known kind, or without what its topic
+// is built from: a node_name string for runs, pings and reports, a run's
+// status "success" or "failure", an action's entity_type and task. An
+// organization_name that is absent, null or not a string is published as
+// "_", and so is an action without an entity_name. In ValidationStrict, a
+// message that breaks the RFC's schema or Chef's node-name rule is refused
+// too; in ValidationCompatible those problems are the message's Warnings.
 func (p *Parser) Parse(body []byte) (Message, error) {
 	doc, err := document(body)
 	if err != nil {
@@ -161,27 +191,53 @@ func (p *Parser) Parse(body []byte) (Message, error) {
 	if k == KindUnknown {
 		return nil, ErrUnknownType
 	}
-	if err := p.check(k, doc); err != nil {
-		return nil, err
+	var warns []Warning
+	switch p.mode {
+	case ValidationStrict:
+		if err := rules(k, doc); err != nil {
+			return nil, err
+		}
+		if s := p.schemas[k]; s != nil {
+			if problems := s.validate(doc, false); len(problems) > 0 {
+				return nil, problems[0].error()
+			}
+		}
+	default:
+		if err := topicRules(k, doc); err != nil {
+			return nil, err
+		}
+		if p.mode == ValidationCompatible {
+			warns = p.warnings(k, doc)
+		}
 	}
+	var m Message
 	switch k {
 	case KindRunStart:
-		return &RunStart{Body: body, NodeName: doc.str("node_name"),
-			OrganizationName: doc.str("organization_name"), RunID: doc.str("run_id")}, nil
+		m = &RunStart{checked: checked{warns}, Body: body, NodeName: doc.str("node_name"),
+			OrganizationName: doc.str("organization_name"), RunID: doc.str("run_id")}
 	case KindRunConverge:
-		return doc.converge(body), nil
+		c := doc.converge(body)
+		c.warnings = warns
+		m = c
 	case KindAction:
-		return &Action{Body: body, OrganizationName: doc.optStr("organization_name"),
+		m = &Action{checked: checked{warns}, Body: body, OrganizationName: doc.optStr("organization_name"),
 			EntityType: doc.str("entity_type"), Task: doc.str("task"), EntityName: doc.str("entity_name"),
-			ID: doc.str("id"), RunID: doc.str("run_id")}, nil
+			ID: doc.str("id"), RunID: doc.str("run_id")}
 	case KindLiveness:
-		return &Liveness{Body: body, NodeName: doc.str("node_name"), OrganizationName: doc.str("organization_name"),
-			EntityUUID: doc.str("entity_uuid"), Timestamp: doc.str("@timestamp")}, nil
+		m = &Liveness{checked: checked{warns}, Body: body, NodeName: doc.str("node_name"),
+			OrganizationName: doc.str("organization_name"), EntityUUID: doc.str("entity_uuid"), Timestamp: doc.str("@timestamp")}
 	default: // KindCompliance
 		profiles, _ := doc.get("profiles")
-		return &Compliance{Body: body, NodeName: doc.str("node_name"), OrganizationName: doc.str("organization_name"),
-			ReportUUID: doc.str("report_uuid"), Status: ComplianceStatus(profiles)}, nil
+		var problems []Warning
+		sum := complianceSummary(profiles, doc.str("status"), doc.str("status_message"), &problems)
+		if p.mode == ValidationCompatible {
+			warns = sortWarnings(append(warns, problems...))
+		}
+		m = &Compliance{checked: checked{warns}, Body: body, NodeName: doc.str("node_name"),
+			OrganizationName: doc.str("organization_name"), ReportUUID: doc.str("report_uuid"),
+			Status: sum.Status, Summary: sum, cut: doc.cuts(body, SummaryKey)}
 	}
+	return m, nil
 }
 
 // Classify returns the kind of body in Chef Automate's order: message_type
@@ -453,45 +509,20 @@ var optionalTopicFields = map[Kind][]string{
 	KindCompliance: {"organization_name"},
 }
 
-// check applies the rules of every mode, then the schema.
-func (p *Parser) check(k Kind, d *doc) error {
-	if err := rules(k, d); err != nil {
-		return err
-	}
-	if s := p.schemas[k]; s != nil {
-		return s.validate(d)
-	}
-	return nil
-}
-
-// rules are the checks of every mode: what topics are built from.
+// rules are ValidationStrict's checks besides the schema: what topics are
+// built from, present and non-empty, and Chef's node-name rule.
 func rules(k Kind, d *doc) error {
-	for _, f := range topicFields[k] {
-		v, ok := d.get(f)
-		if !ok || rawjson.Kind(v) == rawjson.Null {
-			return fieldError(f, "missing %s", f)
-		}
-		s, isStr := rawjson.Str(v)
-		if !isStr {
-			return fieldError(f, "%s must be a string, got %s", f, kindName(v))
-		}
-		if s == "" {
-			return fieldError(f, "%s is empty", f)
-		}
+	if err := requireStrings(d, topicFields[k], ""); err != nil {
+		return err
 	}
 	for _, f := range optionalTopicFields[k] {
 		if v, ok := d.get(f); ok && rawjson.Kind(v) != rawjson.Null && rawjson.Kind(v) != rawjson.String {
 			return fieldError(f, "%s must be a string or null, got %s", f, kindName(v))
 		}
 	}
-	if k == KindRunStart || k == KindRunConverge || k == KindLiveness || k == KindCompliance {
+	if nodeKind(k) {
 		if name := d.str("node_name"); !ValidNodeName(name) {
-			return fieldError("node_name", "node_name %q does not follow Chef's rule %s", name, NodeNamePattern)
-		}
-	}
-	if k == KindRunConverge {
-		if s := d.str("status"); s != "success" && s != "failure" {
-			return fieldError("status", "status must be \"success\" or \"failure\", got %q", s)
+			return nodeNameProblem(name).error()
 		}
 	}
 	if k == KindCompliance {
@@ -499,7 +530,112 @@ func rules(k Kind, d *doc) error {
 			return fieldError("profiles", "profiles must be an array, got %s", kindName(v))
 		}
 	}
+	return shapeRules(k, d)
+}
+
+// topicRules are the checks of ValidationCompatible and ValidationOff: only
+// what a topic cannot be built without.
+func topicRules(k Kind, d *doc) error {
+	required := []string{"node_name"}
+	switch k {
+	case KindAction:
+		required = []string{"entity_type", "task"}
+	case KindRunConverge:
+		required = []string{"node_name", "status"}
+	}
+	if err := requireStrings(d, required, ": the topic is built from it"); err != nil {
+		return err
+	}
+	return shapeRules(k, d)
+}
+
+// requireStrings checks that each field is a non-empty string; why ends
+// the message of a missing or empty one.
+func requireStrings(d *doc, fields []string, why string) error {
+	for _, f := range fields {
+		v, ok := d.get(f)
+		if !ok || rawjson.Kind(v) == rawjson.Null {
+			return fieldError(f, "missing %s%s", f, why)
+		}
+		s, isStr := rawjson.Str(v)
+		if !isStr {
+			return fieldError(f, "%s must be a string, got %s", f, kindName(v))
+		}
+		if s == "" {
+			return fieldError(f, "%s is empty%s", f, why)
+		}
+	}
 	return nil
+}
+
+// shapeRules are the checks of every mode on values a topic level is made
+// of: a run's status is one of two words.
+func shapeRules(k Kind, d *doc) error {
+	if k == KindRunConverge {
+		if s := d.str("status"); s != "success" && s != "failure" {
+			return fieldError("status", "status must be \"success\" or \"failure\", got %q", s)
+		}
+	}
+	return nil
+}
+
+// nodeKind reports whether k's topics are under the node's level.
+func nodeKind(k Kind) bool {
+	return k == KindRunStart || k == KindRunConverge || k == KindLiveness || k == KindCompliance
+}
+
+func nodeNameProblem(name string) problem {
+	return problem{Warning{Field: "node_name", Reason: ReasonNodeName,
+		Msg: fmt.Sprintf("node_name %q does not follow Chef's rule %s", name, NodeNamePattern)}}
+}
+
+// warnings are ValidationCompatible's findings: the compatible schema, the
+// node-name rule, and organization_name where no schema looks at it.
+func (p *Parser) warnings(k Kind, d *doc) []Warning {
+	var out []Warning
+	if nodeKind(k) {
+		if name := d.str("node_name"); !ValidNodeName(name) {
+			out = append(out, nodeNameProblem(name).Warning)
+		}
+	}
+	if s := p.schemas[k]; s != nil {
+		// A missing organization_name is null, here as in topics.
+		for _, pr := range s.validate(d, true) {
+			if pr.Reason == ReasonNodeName && len(out) > 0 && out[0].Reason == ReasonNodeName {
+				continue // the schema's format says what the rule said
+			}
+			out = append(out, pr.Warning)
+		}
+		return sortWarnings(out)
+	}
+	if v, ok := d.get("organization_name"); ok && rawjson.Kind(v) != rawjson.Null && rawjson.Kind(v) != rawjson.String {
+		out = append(out, Warning{Field: "organization_name", Reason: ReasonOrganization,
+			Msg: "organization_name must be a string or null, got " + kindName(v) + "; published under _"})
+	}
+	if k == KindCompliance {
+		out = append(out, reportWarnings(d)...)
+	}
+	return sortWarnings(out)
+}
+
+// problem is a Warning that ValidationStrict turns into an *Error.
+type problem struct{ Warning }
+
+func (p problem) error() *Error { return &Error{Field: p.Field, Msg: p.Msg} }
+
+// sortWarnings orders warnings by field, then message, so that answers are
+// stable; nil when there are none.
+func sortWarnings(ws []Warning) []Warning {
+	if len(ws) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(ws, func(a, b Warning) int {
+		if c := strings.Compare(a.Field, b.Field); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Msg, b.Msg)
+	})
+	return ws
 }
 
 func kindName(v []byte) string {
@@ -583,6 +719,32 @@ func (d *doc) shadowed(body []byte, keys ...string) []Span {
 				break
 			}
 		}
+	}
+	return out
+}
+
+// cuts returns the spans that remove every top-level member named key from
+// body, commas included, so that what is left is still one JSON object.
+func (d *doc) cuts(body []byte, key string) []Span {
+	n := len(d.members)
+	tail := n // the trailing run of members named key starts here
+	for tail > 0 && d.members[tail-1].Key == key {
+		tail--
+	}
+	var out []Span
+	for i := 0; i < tail; i++ {
+		if m := d.members[i]; m.Key == key { // up to the next member's key
+			out = append(out, Span{Offset: m.KeyOffset, Raw: body[m.KeyOffset:d.members[i+1].KeyOffset]})
+		}
+	}
+	if tail < n {
+		last := d.members[n-1]
+		from := d.members[tail].KeyOffset
+		if tail > 0 { // from the end of the last member kept, its comma cut
+			prev := d.members[tail-1]
+			from = prev.Offset + len(prev.Value)
+		}
+		out = append(out, Span{Offset: from, Raw: body[from : last.Offset+len(last.Value)]})
 	}
 	return out
 }
