@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
@@ -102,7 +103,7 @@ func newTestHandler(t testing.TB, cfg Config, pub bus.Publisher) *Handler {
 	if pub == nil {
 		pub = refusingPublisher{}
 	}
-	h, err := New(cfg, Options{Publisher: pub, Logger: zerolog.Nop(), Now: func() time.Time { return fixedNow }})
+	h, err := New(cfg, Options{Options: intake.Options{Publisher: pub, Logger: zerolog.Nop(), Now: func() time.Time { return fixedNow }}})
 	if err != nil {
 		t.Fatal(err)
 	}

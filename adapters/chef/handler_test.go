@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testbus"
@@ -28,22 +29,30 @@ const testToken = "dc-token-123"
 
 // bridge is the adapter behind a real HTTP server, publishing on a real broker.
 type bridge struct {
-	bus *testbus.Bus
-	srv *httptest.Server
-	h   *Handler
-	reg *prometheus.Registry
+	bus     *testbus.Bus
+	srv     *httptest.Server
+	h       *Handler
+	reg     *prometheus.Registry
+	dataDir string
 }
 
 func startBridge(t *testing.T, cfg Config) *bridge {
 	t.Helper()
+	return startBridgeWith(t, cfg, "")
+}
+
+// startBridgeWith is startBridge with the rollout store in dataDir ("":
+// none).
+func startBridgeWith(t *testing.T, cfg Config, dataDir string) *bridge {
+	t.Helper()
 	b := testbus.Start(t)
 	reg := prometheus.NewRegistry()
-	h, err := New(cfg, Options{
+	h, err := New(cfg, Options{Options: intake.Options{
 		Publisher:  b,
 		Tokens:     httpserver.NewTokens([]httpserver.Token{{Name: "chef-clients", Token: testToken}}),
 		Now:        func() time.Time { return fixedNow },
 		Registerer: reg,
-	})
+	}, DataDir: dataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +60,8 @@ func startBridge(t *testing.T, cfg Config) *bridge {
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &bridge{bus: b, srv: srv, h: h, reg: reg}
+	t.Cleanup(func() { _ = h.Close(t.Context()) })
+	return &bridge{bus: b, srv: srv, h: h, reg: reg, dataDir: dataDir}
 }
 
 // counter is the value of the counter name{labels}, 0 when it has none.

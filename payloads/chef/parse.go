@@ -84,11 +84,19 @@ type RunConverge struct {
 	// leaves a body that decodes the same, the last duplicate winning, but
 	// that no longer carries the overridden copies. Nil without duplicates.
 	Shadowed []Span
+	// cookbooks is the raw object of the node's cookbooks and their
+	// versions (see Cookbooks), nil when the message has none.
+	cookbooks []byte
+	// members are the top-level members, for Cuts.
+	members []Member
 }
 
 // RunError is the class and message of a failed run's error.
 type RunError struct {
 	Class, Message *string
+	// Backtrace is the raw backtrace array, innermost frame first; nil when
+	// the error has none.
+	Backtrace []byte
 }
 
 // Resource is one resource record of a run_converge message.
@@ -266,6 +274,8 @@ type doc struct {
 	node *Member
 	// chefVersion is node.automatic.chef_packages.chef.version, raw.
 	chefVersion []byte
+	// nodeCookbooks is node.automatic.cookbooks, raw.
+	nodeCookbooks []byte
 }
 
 // elements are an array's elements with, for objects, their members.
@@ -281,8 +291,8 @@ type element struct {
 	members []Member // nil when the element is not an object
 }
 
-// chefVersionPath is where a node object keeps the chef-client version.
-var chefVersionPath = []string{"automatic", "chef_packages", "chef", "version"}
+// chefVersionPath is where node.automatic keeps the chef-client version.
+var chefVersionPath = []string{"chef_packages", "chef", "version"}
 
 // document checks the body's syntax, all of it, and lists its top-level members.
 func document(body []byte) (*doc, error) {
@@ -309,7 +319,7 @@ func document(body []byte) (*doc, error) {
 			}
 		case key == "node" && it.ValueKind() == rawjson.Object:
 			if child, ok := it.Enter(); ok {
-				d.chefVersion = findPath(&child, chefVersionPath)
+				d.readNode(&child)
 				it.Leave(&child)
 			}
 		default:
@@ -319,7 +329,7 @@ func document(body []byte) (*doc, error) {
 			case "resources":
 				d.resources = nil
 			case "node":
-				d.chefVersion = nil
+				d.chefVersion, d.nodeCookbooks = nil, nil
 			}
 		}
 		if it.Err() != nil {
@@ -402,6 +412,50 @@ func resourceKey(raw []byte) string {
 		return "error"
 	}
 	return rawjson.Key(raw)
+}
+
+// readNode reads the node object it iterates to its end, keeping what a
+// converge needs from node.automatic: the chef version and the cookbooks.
+// The last duplicate wins at each step.
+func (d *doc) readNode(it *rawjson.Iter) {
+	d.chefVersion, d.nodeCookbooks = nil, nil
+	for it.Step() {
+		if !rawjson.KeyIs(it.Key(), "automatic") {
+			it.SkipValue()
+			continue
+		}
+		d.chefVersion, d.nodeCookbooks = nil, nil
+		if it.ValueKind() != rawjson.Object {
+			it.SkipValue()
+			continue
+		}
+		auto, ok := it.Enter()
+		if !ok {
+			continue
+		}
+		for auto.Step() {
+			switch {
+			case rawjson.KeyIs(auto.Key(), "cookbooks"):
+				d.nodeCookbooks = nil
+				if auto.SkipValue() {
+					d.nodeCookbooks = auto.Value()
+				}
+			case rawjson.KeyIs(auto.Key(), chefVersionPath[0]):
+				d.chefVersion = nil
+				if auto.ValueKind() != rawjson.Object {
+					auto.SkipValue()
+					continue
+				}
+				if child, ok := auto.Enter(); ok {
+					d.chefVersion = findPath(&child, chefVersionPath[1:])
+					auto.Leave(&child)
+				}
+			default:
+				auto.SkipValue()
+			}
+		}
+		it.Leave(&auto)
+	}
 }
 
 // findPath reads the object it iterates to its end and returns the value at
@@ -676,10 +730,22 @@ func (d *doc) converge(body []byte) *RunConverge {
 		c.ChefVersion = optStr(d.chefVersion)
 	}
 	c.Shadowed = d.shadowed(body, "node", "resources")
+	c.members = d.members
+	c.cookbooks = d.nodeCookbooks
+	if rawjson.Kind(c.cookbooks) != rawjson.Object {
+		c.cookbooks = nil
+		if v, _ := d.get("cookbooks"); rawjson.Kind(v) == rawjson.Object {
+			c.cookbooks = v
+		}
+	}
 	if v, ok := d.get("error"); ok && rawjson.Kind(v) == rawjson.Object {
 		class, _ := rawjson.Get(v, "class")
 		msg, _ := rawjson.Get(v, "message")
-		c.Error = &RunError{Class: optStr(class), Message: optStr(msg)}
+		bt, _ := rawjson.Get(v, "backtrace")
+		if rawjson.Kind(bt) != rawjson.Array {
+			bt = nil
+		}
+		c.Error = &RunError{Class: optStr(class), Message: optStr(msg), Backtrace: bt}
 	}
 	if d.resources != nil {
 		c.Resources = make([]Resource, 0, len(d.resources.items))
@@ -725,23 +791,35 @@ func (d *doc) shadowed(body []byte, keys ...string) []Span {
 
 // cuts returns the spans that remove every top-level member named key from
 // body, commas included, so that what is left is still one JSON object.
-func (d *doc) cuts(body []byte, key string) []Span {
-	n := len(d.members)
-	tail := n // the trailing run of members named key starts here
-	for tail > 0 && d.members[tail-1].Key == key {
+func (d *doc) cuts(body []byte, keys ...string) []Span {
+	return cutMembers(body, d.members, keys)
+}
+
+// Cuts returns the spans that remove every top-level member named one of
+// keys from the body, commas included, in body order: cutting them leaves
+// one JSON object, to which a caller can append members of those names
+// without a decoder reading the sender's own.
+func (c *RunConverge) Cuts(keys ...string) []Span {
+	return cutMembers(c.Body, c.members, keys)
+}
+
+func cutMembers(body []byte, members []Member, keys []string) []Span {
+	n := len(members)
+	tail := n // the trailing run of members to cut starts here
+	for tail > 0 && slices.Contains(keys, members[tail-1].Key) {
 		tail--
 	}
 	var out []Span
 	for i := 0; i < tail; i++ {
-		if m := d.members[i]; m.Key == key { // up to the next member's key
-			out = append(out, Span{Offset: m.KeyOffset, Raw: body[m.KeyOffset:d.members[i+1].KeyOffset]})
+		if m := members[i]; slices.Contains(keys, m.Key) { // up to the next member's key
+			out = append(out, Span{Offset: m.KeyOffset, Raw: body[m.KeyOffset:members[i+1].KeyOffset]})
 		}
 	}
 	if tail < n {
-		last := d.members[n-1]
-		from := d.members[tail].KeyOffset
+		last := members[n-1]
+		from := members[tail].KeyOffset
 		if tail > 0 { // from the end of the last member kept, its comma cut
-			prev := d.members[tail-1]
+			prev := members[tail-1]
 			from = prev.Offset + len(prev.Value)
 		}
 		out = append(out, Span{Offset: from, Raw: body[from : last.Offset+len(last.Value)]})
