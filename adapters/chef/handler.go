@@ -335,11 +335,7 @@ func (h *Handler) prepare(body []byte) (*prepared, error) {
 		if h.rollout == nil {
 			break
 		}
-		cookbooks := m.Cookbooks()
-		if len(cookbooks) == 0 {
-			break // an early failure: nothing known of the versions
-		}
-		p.change, err = h.rollout.observe(m.OrganizationName, m.NodeName, m.Status, cookbooks)
+		p.change, err = h.rollout.observeRun(m)
 		switch {
 		case errors.Is(err, errUntracked):
 			h.metrics.untracked.Inc()

@@ -307,11 +307,12 @@ func (s *rolloutStore) close() error {
 
 // digest hashes a state, so that a run that changes nothing costs no disk
 // access.
-func (s *rolloutStore) digest(st *nodeState) uint64 {
+func (s *rolloutStore) digest(status string, cookbooks []chefpayload.CookbookVersion) uint64 {
 	var h maphash.Hash
 	h.SetSeed(s.seed)
-	h.WriteByte(st.status)
-	for _, c := range st.cookbooks {
+	h.WriteString(status)
+	h.WriteByte(1)
+	for _, c := range cookbooks {
 		h.WriteString(c.Name)
 		h.WriteByte(0)
 		h.WriteString(c.Version)
@@ -343,22 +344,44 @@ type change struct {
 // errUntracked is observe's answer for a node beyond MaxNodes.
 var errUntracked = errors.New("the rollout store tracks max_nodes nodes already")
 
-// observe compares a run's cookbook versions with its node's last state. It
+// observeRun is observe for a converge: the digest is taken of its
+// cookbooks as written, so that a run that changes nothing (nearly every
+// run) decodes and allocates nothing besides the node's key. It returns
+// nil, nil for a run without cookbooks (an early failure: nothing known).
+func (s *rolloutStore) observeRun(c *chefpayload.RunConverge) (*change, error) {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(c.Status)
+	h.WriteByte(0)
+	n := c.EachCookbook(func(name, version []byte) {
+		h.Write(name)
+		h.WriteByte(0)
+		h.Write(version)
+		h.WriteByte(0)
+	})
+	if n == 0 {
+		return nil, nil
+	}
+	return s.observe(c.OrganizationName, c.NodeName, c.Status, h.Sum64(), c.Cookbooks)
+}
+
+// observe compares a run's cookbook versions with its node's last state;
+// d is the digest that stands for them (observeRun's, or digest's). It
 // returns nil when nothing changed. Otherwise the change holds the node
 // until commit (after the run's messages are published) or abort.
-func (s *rolloutStore) observe(org, node, status string, cookbooks []chefpayload.CookbookVersion) (*change, error) {
-	if len(cookbooks) > maxCookbooksPerNode {
-		cookbooks = cookbooks[:maxCookbooksPerNode]
-	}
-	st := nodeState{status: runStatus(status), cookbooks: cookbooks}
+func (s *rolloutStore) observe(org, node, status string, d uint64, cookbooks func() []chefpayload.CookbookVersion) (*change, error) {
 	key := nodeKey(org, node)
-	d := s.digest(&st)
 	s.mu.Lock()
 	last, known := s.digests[string(key)]
 	s.mu.Unlock()
 	if known && last == d {
 		return nil, nil
 	}
+	cbs := cookbooks()
+	if len(cbs) > maxCookbooksPerNode {
+		cbs = cbs[:maxCookbooksPerNode]
+	}
+	st := nodeState{status: runStatus(status), cookbooks: cbs}
 	lock := s.stripe(key)
 	lock.Lock()
 	c := &change{s: s, key: key, lock: lock, state: st, digest: d, org: org}

@@ -70,7 +70,7 @@ func tallies(s *rolloutStore) string {
 
 func observe(t *testing.T, s *rolloutStore, node, status, cookbooks string) *change {
 	t.Helper()
-	c, err := s.observe("o", node, status, cbs(cookbooks))
+	c, err := s.observe("o", node, status, s.digest(status, cbs(cookbooks)), func() []chefpayload.CookbookVersion { return cbs(cookbooks) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestRolloutMaxNodes(t *testing.T) {
 	defer s.close()
 	commit(t, observe(t, s, "a", "success", "x=1"))
 	commit(t, observe(t, s, "b", "success", "x=1"))
-	if _, err := s.observe("o", "c", "success", cbs("x=1")); err != errUntracked {
+	if _, err := s.observe("o", "c", "success", s.digest("success", cbs("x=1")), func() []chefpayload.CookbookVersion { return cbs("x=1") }); err != errUntracked {
 		t.Fatalf("a third node: %v", err)
 	}
 	// Nodes already tracked still are.
@@ -184,7 +184,7 @@ func TestRolloutConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				node := fmt.Sprintf("n%d", (w*50+i)%100) // each node twice
-				c, err := s.observe("o", node, "success", cbs("x=1 y=2"))
+				c, err := s.observe("o", node, "success", s.digest("success", cbs("x=1 y=2")), func() []chefpayload.CookbookVersion { return cbs("x=1 y=2") })
 				if err != nil {
 					t.Error(err)
 					return
@@ -245,7 +245,9 @@ func BenchmarkRolloutFleet(b *testing.B) {
 		for _, ph := range phases {
 			start := time.Now()
 			for i := range nodes {
-				c, err := s.observe("fleet", fmt.Sprintf("node-%06d", i), "success", fleet(i, ph.bump))
+				cookbooks := fleet(i, ph.bump)
+				c, err := s.observe("fleet", fmt.Sprintf("node-%06d", i), "success", s.digest("success", cookbooks),
+					func() []chefpayload.CookbookVersion { return cookbooks })
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -289,3 +289,23 @@ func BenchmarkConvergeTeams(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRolloutUnchanged is what the rollout adds to a converge that
+// changes no version (fixture 02's 34 cookbooks): hashing them as written
+// and looking the node's digest up. Compare it with
+// BenchmarkConvergeTeams/today, the whole converge.
+func BenchmarkRolloutUnchanged(b *testing.B) {
+	body := readFixture(b, "testdata/02_run_converge_success_chef12_ubuntu/input.json")
+	h := newTeamsHandler(b, teamsConfig(b, "policies.yaml"), b.TempDir(), nil)
+	msg, _, err := h.messages(body) // the node's first run
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := msg.(*chefpayload.RunConverge)
+	b.ReportAllocs()
+	for b.Loop() {
+		if ch, err := h.rollout.observeRun(c); ch != nil || err != nil {
+			b.Fatalf("%v %v", ch, err)
+		}
+	}
+}

@@ -100,12 +100,12 @@ func TestTeamsSmoke(t *testing.T) {
 			t.Errorf("%s: %d and %d messages per converge", w, rep.Today[0].PerRequest, rep.Teams[0].PerRequest)
 		}
 		var out bytes.Buffer
-		if err := rep.writeText(&out, p); err != nil || !bytes.Contains(out.Bytes(), []byte("ratio teams / today")) {
+		if err := rep.writeText(&out, p); err != nil || !bytes.Contains(out.Bytes(), []byte("ratio teams / today, of the medians")) {
 			t.Errorf("report: %v\n%s", err, out.String())
 		}
 	}
 	var progress bytes.Buffer
-	fleet, err := runFleet(ctx, 50, 10, 2, &progress)
+	fleet, err := runFleet(ctx, modeTeams, 50, 10, 2, &progress)
 	t.Logf("fleet:\n%s", progress.String())
 	if err != nil {
 		t.Fatal(err)

@@ -78,12 +78,17 @@ func realMain() int {
 		workloadSteady+" (one node's unchanged runs; the target) or "+workloadFirstRun+" (every converge a new node)")
 	fleet := flag.Int("fleet", 0, "populate the rollout store with this many nodes through the HTTP endpoint and report its memory and disk")
 	cookbooks := flag.Int("cookbooks", 100, "cookbooks per node, with -fleet")
+	fleetToday := flag.Bool("fleet-today", false, "with -fleet, post the same converges to today's bridge (no rollout, no teams), to compare")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if *teams != "" || *fleet > 0 {
-		return runTeamsMain(ctx, p, *teams, *fleet, *cookbooks, *jsonOut)
+		mode := modeTeams
+		if *fleetToday {
+			mode = modeBridge
+		}
+		return runTeamsMain(ctx, p, *teams, mode, *fleet, *cookbooks, *jsonOut)
 	}
 	rep, err := run(ctx, p, os.Stderr)
 	if err != nil {
@@ -108,7 +113,7 @@ func realMain() int {
 }
 
 // runTeamsMain runs -teams or -fleet and prints its report.
-func runTeamsMain(ctx context.Context, p params, teams string, fleet, cookbooks int, jsonOut bool) int {
+func runTeamsMain(ctx context.Context, p params, teams, fleetMode string, fleet, cookbooks int, jsonOut bool) int {
 	var out any
 	var write func() error
 	met := true
@@ -120,7 +125,7 @@ func runTeamsMain(ctx context.Context, p params, teams string, fleet, cookbooks 
 		}
 		out, write, met = rep, func() error { return rep.writeText(os.Stdout, p) }, rep.Met
 	} else {
-		rep, err := runFleet(ctx, fleet, cookbooks, p.Clients, os.Stderr)
+		rep, err := runFleet(ctx, fleetMode, fleet, cookbooks, p.Clients, os.Stderr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench/chef:", err)
 			return 1

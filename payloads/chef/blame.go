@@ -76,6 +76,22 @@ func (c *RunConverge) Cookbooks() []CookbookVersion {
 	return out
 }
 
+// EachCookbook calls f with each cookbook of Cookbooks' source as written:
+// its key without the quotes, and its "version" value, raw (nil when it has
+// none), in body order, decoding and allocating nothing. It returns how
+// many there are. It is for telling cheaply that a node's cookbooks did not
+// change; Cookbooks is what they are.
+func (c *RunConverge) EachCookbook(f func(name, version []byte)) int {
+	n := 0
+	it := rawjson.Members(c.cookbooks)
+	for it.Next() {
+		v, _ := rawjson.Get(it.Value(), "version")
+		f(it.Key(), v)
+		n++
+	}
+	return n
+}
+
 // version is the version the node's cookbooks give name, nil when none.
 func (c *RunConverge) version(name string) *string {
 	v, _ := rawjson.Path(c.cookbooks, name, "version")
