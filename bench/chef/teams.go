@@ -313,7 +313,11 @@ func du(dir string) int64 {
 
 func (r *fleetReport) writeText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nbench/chef -fleet %d -cookbooks %d: %s bridge, through the HTTP endpoint (%s)\n\n", r.Nodes, r.Cookbooks, r.Mode, r.Elapsed.Round(time.Second))
+	which := "with teams and the rollout"
+	if r.Mode == modeBridge {
+		which = "today's bridge (-fleet-today)"
+	}
+	fmt.Fprintf(&b, "\nbench/chef -fleet %d -cookbooks %d, %s, through the HTTP endpoint (%s)\n\n", r.Nodes, r.Cookbooks, which, r.Elapsed.Round(time.Second))
 	for _, p := range r.Phases {
 		fmt.Fprintf(&b, "  %-42s %5.2f ms CPU/converge   RSS %6.1f MB (peak %6.1f MB)   data dir %6.1f MB = %5.1f bytes per node and cookbook\n",
 			p.Name, ms(p.CPU), mb(p.RSS), mb(p.HWM), mb(p.DiskUsed), float64(p.DiskUsed)/float64(r.Nodes*r.Cookbooks))
