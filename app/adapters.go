@@ -29,7 +29,11 @@ func (b *Bridge) registerAdapters() error {
 		section intake.Config
 		build   func(intake.Options) (endpoints, error)
 	}{
-		{"chef", cfg.Chef.Config, func(o intake.Options) (endpoints, error) { return chef.New(cfg.Chef, o) }},
+		{"chef", cfg.Chef.Config, func(o intake.Options) (endpoints, error) {
+			h, err := chef.New(cfg.Chef, chef.Options{Options: o, DataDir: cfg.DataDir})
+			b.chef = h // it has state (the rollout store) to run and close
+			return h, err
+		}},
 		{"ansible", cfg.Ansible.Config, func(o intake.Options) (endpoints, error) { return ansible.New(cfg.Ansible, o) }},
 		{"gerrit", cfg.Gerrit.Config, func(o intake.Options) (endpoints, error) { return gerrit.New(cfg.Gerrit, o) }},
 		{"launchpad", cfg.Launchpad, func(o intake.Options) (endpoints, error) { return launchpad.New(cfg.Launchpad, o) }},

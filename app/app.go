@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/adapters/chef"
 	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
@@ -49,6 +50,10 @@ type Bridge struct {
 	configdb     *configdbapi.Handler
 	configdbStop context.CancelFunc
 	configdbDone chan struct{}
+
+	chef     *chef.Handler
+	chefStop context.CancelFunc
+	chefDone chan struct{}
 
 	startOnce    sync.Once
 	startErr     error
@@ -221,6 +226,11 @@ func (b *Bridge) start() error {
 		b.configdbStop, b.configdbDone = cancel, make(chan struct{})
 		go func() { defer close(b.configdbDone); _ = b.configdb.Run(ctx) }()
 	}
+	if b.chef != nil { // it reloads policy locks and publishes cookbook tallies
+		ctx, cancel := context.WithCancel(context.Background())
+		b.chefStop, b.chefDone = cancel, make(chan struct{})
+		go func() { defer close(b.chefDone); _ = b.chef.Run(ctx) }()
+	}
 	b.http.Start()
 	return nil
 }
@@ -268,6 +278,15 @@ func (b *Bridge) closeAll(ctx context.Context) error {
 	}
 	if b.http != nil {
 		step("http", func() error { return b.http.Shutdown(ctx) })
+	}
+	if b.chef != nil { // after the intake, before the router it publishes its last tallies through
+		step("chef", func() error {
+			if b.chefStop != nil {
+				b.chefStop()
+				<-b.chefDone
+			}
+			return b.chef.Close(ctx)
+		})
 	}
 	if b.configdb != nil { // before the router, which its relay publishes through
 		step("configdb", func() error {

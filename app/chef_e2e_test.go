@@ -61,8 +61,10 @@ func chefCases(t *testing.T) []chefCase {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
-			f := strings.SplitN(line, "\t", 3)
-			if len(f) != 3 {
+			// topic, retained, payload, and a compliance summary the
+			// payload's digest stands for.
+			f := strings.Split(line, "\t")
+			if len(f) < 3 {
 				t.Fatalf("%s/output.txt: bad line %q", dir, line)
 			}
 			c.want = append(c.want, chefLine{topic: f[0], retained: f[1] == "true", payload: f[2]})
@@ -87,6 +89,9 @@ func payloadOrDigest(p []byte) string {
 func chefBridge(t *testing.T, section []byte) *Bridge {
 	t.Helper()
 	cfg := testConfig(t)
+	// The golden outputs are those of one run of each node, without the
+	// rollout's first-run events (TestChefTeamsThroughTheBridge has them).
+	cfg.Chef.Rollout.Enabled = false
 	if section != nil {
 		if err := strictyaml.Decode(section, &cfg.Chef, strictyaml.Options{}); err != nil {
 			t.Fatal(err)
@@ -328,5 +333,73 @@ func TestChefTokensThroughTheBridge(t *testing.T) {
 	}
 	if m := testkit.Next(t, all); m.Topic != "end/marker" {
 		t.Errorf("an extra message was published: %s", m.Topic)
+	}
+}
+
+// TestChefTeamsThroughTheBridge: with teams owning cookbooks through
+// Policyfile lock files, a failure reaches the owning team's topic, every
+// cookbook of a node's first run gets its rollout event, and the retained
+// tallies come back after the bridge restarts on the same data directory,
+// from a broker that kept nothing.
+func TestChefTeamsThroughTheBridge(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Chef.Tokens = []httpserver.Token{{Name: "chef-clients", Token: chefTestToken}}
+	section := []byte("owners:\n  teams:\n    desktop: {policies: [ChefDesktop]}\n    core: {policies: [base]}\n" +
+		"  policy_locks: ../adapters/chef/testdata/teams/locks\n")
+	if err := strictyaml.Decode(section, &cfg.Chef, strictyaml.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := config.Parse(nil, &cfg, config.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	converge, err := os.ReadFile("../adapters/chef/testdata/03_run_converge_failure_chef15_policyfile_macos/input.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b := startBridge(t, cfg)
+	mqtt := "tcp://" + b.Broker().Addr("mqtt")
+	team := testkit.Connect(t, mqtt, testkit.ClientOptions{}).Subscribe("chef/+/team/core/#", 1)
+	rollout := testkit.Connect(t, mqtt, testkit.ClientOptions{}).Subscribe("chef/+/cookbook/+/+/+", 1)
+	tallies := testkit.Connect(t, mqtt, testkit.ClientOptions{}).Subscribe("chef/+/cookbook/+/versions", 1)
+	if code, answer := postAsChef(t, "http://"+b.HTTPAddr()+"/data-collector/v0/", converge, chefTestToken); code != http.StatusOK {
+		t.Fatalf("%d %v", code, answer)
+	}
+	if m := testkit.Next(t, team); m.Topic != "chef/chefit-development/team/core/failure/FVFWM0M8HV2J" ||
+		!strings.Contains(m.Payload, `"cookbook":"chef-client"`) {
+		t.Errorf("team failure %s %s", m.Topic, m.Payload)
+	}
+	seen := map[string]bool{}
+	for range 4 {
+		seen[testkit.Next(t, rollout).Topic] = true
+	}
+	for _, topic := range []string{"ChefDesktop/0.1.0", "chef-client/11.5.0", "cron/6.2.2", "logrotate/2.2.2"} {
+		if !seen["chef/chefit-development/cookbook/"+topic+"/failure"] {
+			t.Errorf("no rollout event for %s: %v", topic, seen)
+		}
+	}
+	// The tallies follow within tally_interval.
+	before := map[string]string{}
+	for len(before) < 4 {
+		m := testkit.Next(t, tallies)
+		before[m.Topic] = m.Payload
+	}
+	if err := b.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	b = startBridge(t, cfg)
+	late := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{}).Subscribe("chef/+/cookbook/+/versions", 1)
+	// A message published while the subscription is made may come twice
+	// (retained and live): count topics, not messages.
+	after := map[string]string{}
+	for len(after) < len(before) {
+		m := testkit.Next(t, late)
+		after[m.Topic] = m.Payload
+	}
+	for topic, p := range before {
+		if after[topic] != p {
+			t.Errorf("after the restart, %s is %q; before, %s", topic, after[topic], p)
+		}
 	}
 }

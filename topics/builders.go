@@ -67,6 +67,10 @@ const (
 	wordAction      = "action"
 	wordLiveness    = "liveness"
 	wordCompliance  = "compliance"
+	wordTeam        = "team"
+	wordFailure     = "failure"
+	wordCookbook    = "cookbook"
+	wordVersions    = "versions"
 	wordPlaybook    = "playbook"
 	wordFinish      = "finish"
 	wordStats       = "stats"
@@ -253,10 +257,32 @@ func (c Chef) Liveness(org, node string) (string, error) {
 }
 
 // Compliance returns chef/<org>/<node>/compliance/<status>, status being
-// "passed", "failed" or "skipped".
+// Chef Automate's verdict: "passed", "failed", "skipped" or "waived".
 func (c Chef) Compliance(org, node, status string) (string, error) {
 	return build(c.Prefix, DefaultChefPrefix, []part{
 		data("org", org), data("node", node), word(wordCompliance), data("status", status)})
+}
+
+// TeamFailure returns chef/<org>/team/<team>/failure/<node>: a failed run
+// whose failing cookbook the team owns.
+func (c Chef) TeamFailure(org, team, node string) (string, error) {
+	return build(c.Prefix, DefaultChefPrefix, []part{
+		data("org", org), word(wordTeam), data("team", team), word(wordFailure), data("node", node)})
+}
+
+// CookbookRollout returns chef/<org>/cookbook/<cookbook>/<version>/<status>:
+// a node's first run with that version of the cookbook, status being the
+// run's "success" or "failure".
+func (c Chef) CookbookRollout(org, cookbook, version, status string) (string, error) {
+	return build(c.Prefix, DefaultChefPrefix, []part{
+		data("org", org), word(wordCookbook), data("cookbook", cookbook), data("version", version), data("status", status)})
+}
+
+// CookbookVersions returns chef/<org>/cookbook/<cookbook>/versions, the
+// retained tally of the cookbook's versions across the org's nodes.
+func (c Chef) CookbookVersions(org, cookbook string) (string, error) {
+	return build(c.Prefix, DefaultChefPrefix, []part{
+		data("org", org), word(wordCookbook), data("cookbook", cookbook), word(wordVersions)})
 }
 
 // Ansible builds the topics of the Ansible callback plugin adapter, those of

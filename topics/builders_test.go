@@ -30,6 +30,12 @@ func TestBuilders(t *testing.T) {
 		{"chef action data bag item", func() (string, error) { return Chef{}.Action("myorg", "item", "create", "users/alice") }, "chef/myorg/action/item/create/users%2Falice"},
 		{"chef liveness", func() (string, error) { return Chef{}.Liveness("myorg", "web01") }, "chef/myorg/web01/liveness"},
 		{"chef compliance", func() (string, error) { return Chef{}.Compliance("myorg", "web01", "passed") }, "chef/myorg/web01/compliance/passed"},
+		{"chef compliance waived", func() (string, error) { return Chef{}.Compliance("myorg", "web01", "waived") }, "chef/myorg/web01/compliance/waived"},
+		{"chef team failure", func() (string, error) { return Chef{}.TeamFailure("myorg", "dba", "db01") }, "chef/myorg/team/dba/failure/db01"},
+		{"chef team failure escaped", func() (string, error) { return Chef{}.TeamFailure("", "db a/#", "My Node") }, "chef/_/team/db a%2F%23/failure/My Node"},
+		{"chef cookbook rollout", func() (string, error) { return Chef{}.CookbookRollout("myorg", "mysql", "8.0.2", "success") }, "chef/myorg/cookbook/mysql/8.0.2/success"},
+		{"chef cookbook rollout escaped", func() (string, error) { return Chef{}.CookbookRollout("o", "my+sql", "1.0/rc", "failure") }, "chef/o/cookbook/my%2Bsql/1.0%2Frc/failure"},
+		{"chef cookbook versions", func() (string, error) { return Chef{}.CookbookVersions("myorg", "mysql") }, "chef/myorg/cookbook/mysql/versions"},
 		{"chef custom prefix", func() (string, error) { return Chef{Prefix: "ops/chef"}.Status("o", "n") }, "ops/chef/o/n/status"},
 		{"ansible play start", func() (string, error) {
 			return Ansible{}.PlayStart("5a95e9da-8d33-4dbb-a8b3-a77affc065d0")
@@ -283,6 +289,12 @@ func FuzzBuilders(f *testing.F) {
 		checkBuilt(t, prefix, "chef", got, err, []string{a, b, "liveness"})
 		got, err = Chef{prefix}.Compliance(a, b, c)
 		checkBuilt(t, prefix, "chef", got, err, []string{a, b, "compliance", c})
+		got, err = Chef{prefix}.TeamFailure(a, b, c)
+		checkBuilt(t, prefix, "chef", got, err, []string{a, "team", b, "failure", c})
+		got, err = Chef{prefix}.CookbookRollout(a, b, c, d)
+		checkBuilt(t, prefix, "chef", got, err, []string{a, "cookbook", b, c, d})
+		got, err = Chef{prefix}.CookbookVersions(a, b)
+		checkBuilt(t, prefix, "chef", got, err, []string{a, "cookbook", b, "versions"})
 
 		got, err = Ansible{prefix}.PlayStart(a)
 		checkBuilt(t, prefix, "ansible", got, err, []string{"playbook", a, "action", "start"})

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bytesize"
@@ -31,6 +32,11 @@ type Config struct {
 	Attributes Attributes `yaml:",inline"`
 	// Redact replaces secrets in node attributes and resource states.
 	Redact Redact `yaml:"redact"`
+	// Owners maps teams to the cookbooks they own, for the teams' failure
+	// messages and the owner fields.
+	Owners Owners `yaml:"owners"`
+	// Rollout tracks each node's cookbook versions.
+	Rollout Rollout `yaml:"rollout"`
 }
 
 // Attributes filter the node object of run_converge messages with
@@ -92,6 +98,8 @@ func DefaultConfig() Config {
 		Redact: Redact{
 			Patterns: []string{"password", "token", "secret", "key"},
 		},
+		Owners:  Owners{Teams: map[string]Team{}, ReloadInterval: 5 * time.Second},
+		Rollout: Rollout{Enabled: true, MaxNodes: 200_000, TallyInterval: time.Second},
 	}
 }
 
@@ -109,6 +117,8 @@ func (c *Config) Validate() error {
 			p.Add(e.key, "%s", e.msg)
 		}
 	}
+	p.Wrap("owners", c.Owners.Validate())
+	p.Wrap("rollout", c.Rollout.Validate())
 	return p.Err()
 }
 

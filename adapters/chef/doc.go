@@ -5,6 +5,12 @@
 // and redaction to converge messages, and publishes every message a request
 // produces in one Publish call, answering 2xx only once they are safe.
 //
+// It also tells teams what is theirs (owners.go: cookbooks owned by name,
+// pattern or Policyfile lock; a failure to the team whose cookbook failed)
+// and follows each cookbook's rollout (rollout.go: each node's versions in
+// a pebble store in the data directory, rollout events, retained tallies).
+// That state is the adapter's only state; Run and Close look after it.
+//
 // It must not make topics by hand, talk to a broker directly, or log message
 // bodies above debug.
 package chef

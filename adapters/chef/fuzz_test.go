@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/opsfirehose/firehose/bus"
+	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -56,8 +57,12 @@ func FuzzMessages(f *testing.F) {
 				if !last.Retain || !strings.HasSuffix(last.Topic, "/status") {
 					t.Fatalf("the status message is not last or not retained: %+v", last.Topic)
 				}
-				if hi == 0 && !bytes.Equal(msgs[0].Payload, body) {
+				if hi == 0 && !strings.HasSuffix(msgs[0].Topic, "/failure") && !bytes.Equal(msgs[0].Payload, body) {
 					t.Fatal("the run's body changed with no filter configured")
+				}
+				if hi == 0 && strings.HasSuffix(msgs[0].Topic, "/failure") {
+					// A failed run gains the blame members, and nothing else changes.
+					sameBut(t, body, msgs[0].Payload, chefpayload.FailedCookbookKey, chefpayload.OwnerKey)
 				}
 				if !json.Valid(msgs[0].Payload) {
 					t.Fatalf("filtered body is not valid JSON: %q", msgs[0].Payload)
@@ -78,6 +83,12 @@ func FuzzMessages(f *testing.F) {
 						t.Fatalf("%s: invalid JSON %q", m.Topic, m.Payload)
 					}
 				}
+			case "inspec_report":
+				// The report, with the summary appended.
+				if len(msgs) != 1 {
+					t.Fatalf("%d messages", len(msgs))
+				}
+				sameBut(t, body, msgs[0].Payload, chefpayload.SummaryKey)
 			default:
 				if len(msgs) != 1 || !bytes.Equal(msgs[0].Payload, body) {
 					t.Fatalf("%d messages, payload changed", len(msgs))
@@ -117,5 +128,35 @@ func checkMessage(t *testing.T, m bus.Message) {
 	}
 	if m.Headers[bus.HeaderMsgID] == "" || m.QoS != 1 {
 		t.Fatalf("%s: headers %v", m.Topic, m.Headers)
+	}
+}
+
+// sameBut checks that got is the object sent with the members named keys
+// set (whatever sent had under those names), and nothing else changed.
+func sameBut(t *testing.T, sent, got []byte, keys ...string) {
+	t.Helper()
+	var g, s map[string]json.RawMessage
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("published %q: %v", got, err)
+	}
+	for _, k := range keys {
+		if g[k] == nil {
+			t.Fatalf("published %q has no %s", got, k)
+		}
+		delete(g, k)
+	}
+	if json.Unmarshal(sent, &s) != nil {
+		return // invalid UTF-8 or the like: decoders differ
+	}
+	for _, k := range keys {
+		delete(s, k)
+	}
+	for k, v := range s {
+		if !bytes.Equal(g[k], v) {
+			t.Fatalf("member %q changed: %q, sent %q", k, g[k], v)
+		}
+	}
+	if len(g) != len(s) {
+		t.Fatalf("members added: %q", got)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +19,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
+	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
+	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 	"github.com/opsfirehose/firehose/strictyaml"
 )
 
@@ -59,11 +64,28 @@ func goldenCases(t testing.TB) []goldenCase {
 }
 
 // goldenLines renders messages as output.txt does: topic, retained, and the
-// payload when it is short and printable, else its sha256.
+// payload when it is short and printable, else its sha256 and, for a
+// compliance report, the summary the bridge added.
 func goldenLines(msgs []bus.Message) string {
 	var b strings.Builder
 	for _, m := range msgs {
-		b.WriteString(m.Topic + "\t" + strconv.FormatBool(m.Retain) + "\t" + payloadOrDigest(m.Payload) + "\n")
+		shown := payloadOrDigest(m.Payload)
+		b.WriteString(m.Topic + "\t" + strconv.FormatBool(m.Retain) + "\t" + shown)
+		if strings.HasPrefix(shown, "sha256:") {
+			if sum, ok := rawjson.Get(m.Payload, chefpayload.SummaryKey); ok {
+				b.WriteString("\t" + chefpayload.SummaryKey + "=" + string(sum))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// warningLines renders warnings as warnings.txt does: field, reason, message.
+func warningLines(ws []chefpayload.Warning) string {
+	var b strings.Builder
+	for _, w := range ws {
+		b.WriteString(w.Field + "\t" + w.Reason + "\t" + w.Msg + "\n")
 	}
 	return b.String()
 }
@@ -81,7 +103,7 @@ func newTestHandler(t testing.TB, cfg Config, pub bus.Publisher) *Handler {
 	if pub == nil {
 		pub = refusingPublisher{}
 	}
-	h, err := New(cfg, Options{Publisher: pub, Logger: zerolog.Nop(), Now: func() time.Time { return fixedNow }})
+	h, err := New(cfg, Options{Options: intake.Options{Publisher: pub, Logger: zerolog.Nop(), Now: func() time.Time { return fixedNow }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,24 +122,108 @@ func TestGolden(t *testing.T) {
 	for _, c := range goldenCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			h := newTestHandler(t, c.cfg, nil)
-			_, msgs, err := h.messages(c.input)
+			msg, msgs, err := h.messages(c.input)
 			if err != nil {
 				t.Fatalf("refused: %v", err)
 			}
-			got := goldenLines(msgs)
-			path := filepath.Join(c.dir, "output.txt")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./adapters/chef/ -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("output differs from %s (review, then -update):\n--- got\n%s--- want\n%s", path, got, want)
-			}
+			golden(t, filepath.Join(c.dir, "output.txt"), goldenLines(msgs))
+			golden(t, filepath.Join(c.dir, "warnings.txt"), warningLines(msg.Warnings()))
 		})
 	}
+}
+
+// golden compares got with the file at path, which holds nothing when got
+// is empty; with -update it writes the file first (or removes it).
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		var err error
+		if got == "" {
+			err = os.Remove(path)
+			if errors.Is(err, os.ErrNotExist) {
+				err = nil
+			}
+		} else {
+			err = os.WriteFile(path, []byte(got), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil && !(got == "" && errors.Is(err, os.ErrNotExist)) {
+		t.Fatalf("%v (run go test ./adapters/chef/ -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (review, then -update):\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+// TestAutomateVerdicts: every golden input taken from chef/automate that
+// Automate accepts is accepted, and every compliance report gets Automate's
+// verdict and counts (testdata/automate.tsv), on its topic and in its
+// published summary.
+func TestAutomateVerdicts(t *testing.T) {
+	h := newTestHandler(t, DefaultConfig(), nil)
+	reports := 0
+	for _, f := range readTSV(t, "testdata/automate.tsv", 6) {
+		dir, accepted, verdict, summary := f[0], f[2], f[4], f[5]
+		input, err := os.ReadFile(filepath.Join("testdata", dir, "input.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, msgs, err := h.messages(input)
+		if err != nil {
+			if accepted != "no" {
+				t.Errorf("%s: Automate accepts it (%s), the bridge refused: %v", dir, accepted, err)
+			}
+			continue
+		}
+		if verdict == "" {
+			continue
+		}
+		reports++
+		c, ok := msg.(*chefpayload.Compliance)
+		if !ok || !strings.HasSuffix(msgs[0].Topic, "/compliance/"+verdict) {
+			t.Errorf("%s: published on %s, Automate's verdict is %s", dir, msgs[0].Topic, verdict)
+			continue
+		}
+		var want, got map[string]any
+		published, _ := rawjson.Get(msgs[0].Payload, chefpayload.SummaryKey)
+		if err := json.Unmarshal([]byte(summary), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(published, &got); err != nil {
+			t.Fatalf("%s: summary %q: %v", dir, published, err)
+		}
+		delete(got, "status_message")
+		if !reflect.DeepEqual(got, want) || c.Summary.Status != verdict {
+			t.Errorf("%s: summary\n %s\nAutomate's\n %s", dir, published, summary)
+		}
+	}
+	if reports < 10 {
+		t.Fatalf("only %d compliance reports compared", reports)
+	}
+}
+
+// readTSV reads the rows of a tab-separated file with n columns, skipping
+// lines that start with "#".
+func readTSV(t *testing.T, path string, n int) [][]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]string
+	for line := range strings.Lines(string(data)) {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
+		if len(f) != n {
+			t.Fatalf("%s: %q has %d columns, not %d", path, line, len(f), n)
+		}
+		rows = append(rows, f)
+	}
+	return rows
 }

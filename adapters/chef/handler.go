@@ -1,9 +1,13 @@
 package chef
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +34,12 @@ const (
 var tokenHeaders = []string{"X-Data-Collector-Token", "Api-Token"}
 
 // Options are what the handler needs besides its config section.
-type Options = intake.Options
+type Options struct {
+	intake.Options
+	// DataDir is the bridge's data directory; the rollout store is
+	// <DataDir>/chef/rollout. Empty turns the rollout off.
+	DataDir string
+}
 
 // Handler is the Chef data collector endpoint. It is safe for concurrent use.
 type Handler struct {
@@ -42,9 +51,17 @@ type Handler struct {
 	parser  *chefpayload.Parser
 	build   *builder
 	metrics *metrics
+	// owners is nil when no team owns anything; rollout nil when off.
+	owners  *owners
+	rollout *rolloutStore
+	// ran is set once Run started: Close publishes the last tallies then.
+	ran atomic.Bool
 }
 
-// New validates the config and prepares the handler; it does no I/O.
+// New validates the config and prepares the handler. With teams owning
+// policies it reads their lock files, and with the rollout on it opens the
+// store in the data directory: a problem with either is an error naming the
+// file, or both teams of a conflict. Close releases the store.
 func New(cfg Config, opts Options) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("chef: %w", err)
@@ -78,8 +95,94 @@ func New(cfg Config, opts Options) (*Handler, error) {
 			return nil, fmt.Errorf("chef metrics: %w", err)
 		}
 	}
-	return &Handler{cfg: cfg, pub: opts.Publisher, log: opts.Logger, tokens: opts.Tokens, now: opts.Clock(),
-		parser: parser, build: b, metrics: m}, nil
+	h := &Handler{cfg: cfg, pub: opts.Publisher, log: opts.Logger, tokens: opts.Tokens, now: opts.Clock(),
+		parser: parser, build: b, metrics: m}
+	if len(cfg.Owners.Teams) > 0 {
+		if h.owners, err = newOwners(cfg.Owners, opts.Logger, m.reloads); err != nil {
+			return nil, fmt.Errorf("chef.owners: %w", err)
+		}
+		b.owners = h.owners
+	}
+	if cfg.Rollout.Enabled && opts.DataDir != "" {
+		dir := filepath.Join(opts.DataDir, "chef", "rollout")
+		if h.rollout, err = openRollout(dir, cfg.Rollout.MaxNodes, opts.Logger); err != nil {
+			return nil, fmt.Errorf("chef.rollout: %w", err)
+		}
+		if opts.Registerer != nil {
+			m.registerStore(opts.Registerer, h.rollout)
+		}
+	}
+	return h, nil
+}
+
+// Run reloads the policy lock files when they change, and publishes the
+// retained tally of each cookbook whose counts changed (at once every tally
+// it has, so that a restarted broker has them again), until ctx is done.
+func (h *Handler) Run(ctx context.Context) error {
+	h.ran.Store(true)
+	var wg sync.WaitGroup
+	if h.owners != nil {
+		wg.Go(func() { h.owners.run(ctx) })
+	}
+	if h.rollout != nil {
+		wg.Go(func() {
+			interval := h.cfg.Rollout.TallyInterval
+			if interval <= 0 {
+				interval = time.Second
+			}
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				h.publishTallies(ctx)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// publishTallies publishes, retained, every tally changed since the last
+// time; one that fails is published at the next.
+func (h *Handler) publishTallies(ctx context.Context) {
+	snaps := h.rollout.takeDirty()
+	if len(snaps) == 0 {
+		return
+	}
+	now := h.now()
+	msgs := make([]bus.Message, 0, len(snaps))
+	for _, snap := range snaps {
+		m, err := h.build.tally(snap, now)
+		if err != nil {
+			h.log.Warn().Err(err).Str("cookbook", snap.key.cookbook).Msg("cookbook tally has no topic; not published")
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	if err := h.pub.Publish(ctx, msgs...); err != nil {
+		h.rollout.markDirty(snaps)
+		if ctx.Err() == nil {
+			h.log.Warn().Err(err).Int("tallies", len(msgs)).Msg("cookbook tallies not published; retrying")
+		}
+		return
+	}
+	h.metrics.messages.Add(float64(len(msgs)))
+}
+
+// Close publishes the tallies still to publish, within ctx, and closes the
+// rollout store. Call it after the HTTP server stopped and Run returned.
+func (h *Handler) Close(ctx context.Context) error {
+	if h.rollout == nil {
+		return nil
+	}
+	if h.ran.Load() {
+		h.publishTallies(ctx)
+	}
+	return h.rollout.close()
 }
 
 // Register adds POST and GET on both spellings of the path.
@@ -106,7 +209,15 @@ type accepted struct {
 	Status   string `json:"status"`
 	Type     string `json:"type"`
 	Messages int    `json:"messages"`
+	// Warnings are the message's problems that did not stop it (the first
+	// maxWarnings; WarningsOmitted counts the rest).
+	Warnings        []chefpayload.Warning `json:"warnings,omitempty"`
+	WarningsOmitted int                   `json:"warnings_omitted,omitempty"`
 }
+
+// maxWarnings bounds the warnings an answer lists: a converge of thousands
+// of resources can have a problem in each.
+const maxWarnings = 20
 
 func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 	tokenName, ok := httpserver.Authenticate(w, r, h.tokens, tokenHeaders...)
@@ -119,7 +230,7 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 		h.refused(r, "body", tokenName, "body over max_body or unreadable", "")
 		return
 	}
-	msg, msgs, err := h.messages(body)
+	p, err := h.prepare(body)
 	if err != nil {
 		var perr *chefpayload.Error
 		if !errors.As(err, &perr) {
@@ -133,33 +244,132 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 		httpserver.WriteError(w, http.StatusBadRequest, perr.Msg, perr.Field)
 		return
 	}
+	msg, msgs := p.msg, p.msgs
 	if err := h.pub.Publish(r.Context(), msgs...); err != nil {
+		p.settle(false)
 		h.metrics.rejected.WithLabelValues("publish").Inc()
 		h.log.Warn().Err(err).Str("type", msg.Kind().String()).Str("remote", r.RemoteAddr).
 			Msg("data-collector message not published; the sender will retry")
 		httpserver.WritePublishError(w, err)
 		return
 	}
+	p.settle(true)
 	h.metrics.reports.WithLabelValues(msg.Kind().String()).Inc()
 	h.metrics.messages.Add(float64(len(msgs)))
 	for _, m := range msgs {
 		h.log.Debug().Str("topic", m.Topic).Int("bytes", len(m.Payload)).Bool("retained", m.Retain).
 			Str("id", m.Headers[bus.HeaderMsgID]).Str("token", tokenName).Msg("published")
 	}
-	httpserver.WriteJSON(w, http.StatusOK, accepted{Status: "ok", Type: msg.Kind().String(), Messages: len(msgs)})
+	ans := accepted{Status: "ok", Type: msg.Kind().String(), Messages: len(msgs)}
+	if warns := msg.Warnings(); len(warns) > 0 {
+		h.warned(r, msg, warns, tokenName)
+		ans.Warnings = warns[:min(len(warns), maxWarnings)]
+		ans.WarningsOmitted = len(warns) - len(ans.Warnings)
+	}
+	httpserver.WriteJSON(w, http.StatusOK, ans)
 }
 
-// messages parses body and builds everything it publishes.
-func (h *Handler) messages(body []byte) (chefpayload.Message, []bus.Message, error) {
+// warned counts a published message's warnings by reason and logs them at
+// debug: they are the sender's to fix, and a fleet can send thousands.
+func (h *Handler) warned(r *http.Request, msg chefpayload.Message, warns []chefpayload.Warning, token string) {
+	for _, w := range warns {
+		h.metrics.warnings.WithLabelValues(Source, w.Reason).Inc()
+	}
+	if e := h.log.Debug(); e.Enabled() {
+		arr := zerolog.Arr()
+		for _, w := range warns[:min(len(warns), maxWarnings)] {
+			arr.Str(w.Msg)
+		}
+		e.Str("type", msg.Kind().String()).Int("count", len(warns)).Array("warnings", arr).Str("token", token).
+			Str("remote", r.RemoteAddr).Str("request_id", r.Header.Get("X-Remote-Request-Id")).
+			Msg("data-collector message published with warnings")
+	}
+}
+
+// prepared is a parsed message, what it publishes, and what publishing it
+// changes in the rollout store.
+type prepared struct {
+	h      *Handler
+	msg    chefpayload.Message
+	msgs   []bus.Message
+	change *change
+	// forget is a deleted node to forget once its action is published.
+	forget *[2]string
+}
+
+// settle commits the rollout change once the messages are published, or
+// drops it when they were not, so that the sender's retry finds it again.
+func (p *prepared) settle(published bool) {
+	if !published {
+		if p.change != nil {
+			p.change.abort()
+		}
+		return
+	}
+	if p.change != nil {
+		if err := p.change.commit(); err != nil {
+			p.h.metrics.storeErrors.Inc()
+			p.h.log.Error().Err(err).Msg("rollout state not stored; the node's next run repeats its rollout events")
+		}
+	}
+	if p.forget != nil {
+		if err := p.h.rollout.forget(p.forget[0], p.forget[1]); err != nil {
+			p.h.metrics.storeErrors.Inc()
+			p.h.log.Error().Err(err).Msg("deleted node not forgotten by the rollout store")
+		}
+	}
+}
+
+// prepare parses body and builds everything it publishes. For a converge
+// that changes its node's cookbook versions (or run status), the change
+// holds the node until settle.
+func (h *Handler) prepare(body []byte) (*prepared, error) {
 	msg, err := h.parser.Parse(body)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	msgs, err := h.build.build(msg, h.now())
+	p := &prepared{h: h, msg: msg}
+	var events []rolloutEvent
+	switch m := msg.(type) {
+	case *chefpayload.RunConverge:
+		if h.rollout == nil {
+			break
+		}
+		p.change, err = h.rollout.observeRun(m)
+		switch {
+		case errors.Is(err, errUntracked):
+			h.metrics.untracked.Inc()
+		case err != nil:
+			h.metrics.storeErrors.Inc()
+			h.log.Error().Err(err).Msg("rollout state not read; the run is published without rollout events")
+		case p.change != nil:
+			events = p.change.events
+		}
+	case *chefpayload.Action:
+		if h.rollout != nil && m.EntityType == "node" && m.Task == "delete" {
+			org := ""
+			if m.OrganizationName != nil {
+				org = *m.OrganizationName
+			}
+			p.forget = &[2]string{org, m.EntityName}
+		}
+	}
+	if p.msgs, err = h.build.build(msg, h.now(), events); err != nil {
+		p.settle(false)
+		return nil, err
+	}
+	return p, nil
+}
+
+// messages parses body and builds everything it publishes, committing any
+// rollout change at once: for tests, which publish nothing.
+func (h *Handler) messages(body []byte) (chefpayload.Message, []bus.Message, error) {
+	p, err := h.prepare(body)
 	if err != nil {
 		return nil, nil, err
 	}
-	return msg, msgs, nil
+	p.settle(true)
+	return p.msg, p.msgs, nil
 }
 
 // refused logs a refused request at info, without its body.
@@ -174,6 +384,13 @@ type metrics struct {
 	reports  *prometheus.CounterVec
 	messages prometheus.Counter
 	rejected *prometheus.CounterVec
+	// warnings is the intake family shared by every source:
+	// firehose_intake_warnings_total{source, reason}.
+	warnings *prometheus.CounterVec
+	// The teams' and rollout's.
+	reloads     *prometheus.CounterVec
+	untracked   prometheus.Counter
+	storeErrors prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -190,14 +407,60 @@ func newMetrics() *metrics {
 			Name: "firehose_chef_requests_rejected_total",
 			Help: "Data-collector requests refused, by reason (auth, body, invalid, unknown_type, publish).",
 		}, []string{"reason"}),
+		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_intake_warnings_total",
+			Help: "Problems found in messages that were published all the same, by source and reason.",
+		}, []string{"source", "reason"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_chef_policy_lock_reloads_total",
+			Help: "Reloads of the policy lock files after they changed, by result (ok, error: the previous ownership stays).",
+		}, []string{"result"}),
+		untracked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "firehose_chef_rollout_untracked_runs_total",
+			Help: "Runs of nodes the rollout does not track, because it tracks chef.rollout.max_nodes nodes already.",
+		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "firehose_chef_rollout_store_errors_total",
+			Help: "Failed reads and writes of the rollout store in the data directory.",
+		}),
 	}
 }
 
+// registerStore adds the rollout store's sizes as gauges.
+func (m *metrics) registerStore(reg prometheus.Registerer, s *rolloutStore) {
+	gauge := func(name, help string, f func() float64) {
+		_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	gauge("firehose_chef_rollout_nodes", "Nodes whose cookbook versions the rollout store remembers.", func() float64 {
+		n, _, _, _ := s.stats()
+		return float64(n)
+	})
+	gauge("firehose_chef_rollout_tally_versions", "Cookbook versions the retained tallies count, across orgs and cookbooks.", func() float64 {
+		_, _, _, lines := s.stats()
+		return float64(lines)
+	})
+}
+
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.reports, m.messages, m.rejected} {
+	for _, c := range []prometheus.Collector{m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
+	}
+	// Another source may have registered the family first: share it.
+	if err := reg.Register(m.warnings); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return err
+		}
+		shared, ok := are.ExistingCollector.(*prometheus.CounterVec)
+		if !ok {
+			return err
+		}
+		m.warnings = shared
+	}
+	for _, r := range chefpayload.Reasons {
+		m.warnings.WithLabelValues(Source, r) // every reason shows, at 0
 	}
 	return nil
 }

@@ -10,10 +10,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testbus"
@@ -25,19 +29,30 @@ const testToken = "dc-token-123"
 
 // bridge is the adapter behind a real HTTP server, publishing on a real broker.
 type bridge struct {
-	bus *testbus.Bus
-	srv *httptest.Server
-	h   *Handler
+	bus     *testbus.Bus
+	srv     *httptest.Server
+	h       *Handler
+	reg     *prometheus.Registry
+	dataDir string
 }
 
 func startBridge(t *testing.T, cfg Config) *bridge {
 	t.Helper()
+	return startBridgeWith(t, cfg, "")
+}
+
+// startBridgeWith is startBridge with the rollout store in dataDir ("":
+// none).
+func startBridgeWith(t *testing.T, cfg Config, dataDir string) *bridge {
+	t.Helper()
 	b := testbus.Start(t)
-	h, err := New(cfg, Options{
-		Publisher: b,
-		Tokens:    httpserver.NewTokens([]httpserver.Token{{Name: "chef-clients", Token: testToken}}),
-		Now:       func() time.Time { return fixedNow },
-	})
+	reg := prometheus.NewRegistry()
+	h, err := New(cfg, Options{Options: intake.Options{
+		Publisher:  b,
+		Tokens:     httpserver.NewTokens([]httpserver.Token{{Name: "chef-clients", Token: testToken}}),
+		Now:        func() time.Time { return fixedNow },
+		Registerer: reg,
+	}, DataDir: dataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +60,32 @@ func startBridge(t *testing.T, cfg Config) *bridge {
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &bridge{bus: b, srv: srv, h: h}
+	t.Cleanup(func() { _ = h.Close(t.Context()) })
+	return &bridge{bus: b, srv: srv, h: h, reg: reg, dataDir: dataDir}
+}
+
+// counter is the value of the counter name{labels}, 0 when it has none.
+func (b *bridge) counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue metric
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 // noRedirects is an HTTP client that fails on any redirect, as chef-client
@@ -125,7 +165,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		var wantLines []string
 		for _, w := range want {
-			f := strings.SplitN(w, "\t", 3)
+			f := strings.Split(w, "\t") // topic, retained, payload, summary
 			wantLines = append(wantLines, f[0]+"\t"+f[2])
 		}
 		if strings.Join(lines, "\n") != strings.Join(wantLines, "\n") {
@@ -135,7 +175,7 @@ func TestEndToEnd(t *testing.T) {
 	check("chef/#", all, "chef/barrier", wantAll)
 	check("chef/+/+/status", statuses, "chef/barrier/x/status", wantStatus)
 	check("chef/+/+/resource/+/#", resources, "chef/barrier/x/resource/x/y", wantResources)
-	if len(wantResources) != 13 || len(wantStatus) != 2 {
+	if len(wantResources) < 13 || len(wantStatus) < 2 {
 		t.Fatalf("%d resource and %d status messages expected from the fixtures", len(wantResources), len(wantStatus))
 	}
 
@@ -143,7 +183,7 @@ func TestEndToEnd(t *testing.T) {
 	// once, from the retained status messages.
 	late := br.bus.Subscribe(t, "chef/+/+/status")
 	got := map[string]testkit.Received{}
-	for range 2 {
+	for range wantStatus {
 		m := testkit.Next(t, late)
 		got[m.Topic] = m
 	}
@@ -250,12 +290,12 @@ func TestHeadersAndDedupIDs(t *testing.T) {
 		}
 	}
 	for id, topic := range map[string]string{
-		"b3bbae70-1e93-4ffe-8499-9559601631fa:run_start":     "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/run/start",
-		"b3bbae70-1e93-4ffe-8499-9559601631fa:run_converge":  "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/run/success",
-		"b3bbae70-1e93-4ffe-8499-9559601631fa:status":        "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/status",
-		"b3bbae70-1e93-4ffe-8499-9559601631fa:resource:4":    "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/resource/opscode-ci/updated",
-		"0766e90f-fa48-44ed-acf4-fa9011758838:action":        "chef/chef/action/node/delete/a2-local-fresh-install-unstable.cd.chef.co",
-		"7d4b2f9e-1a3c-4e5d-8f60-9b1a2c3d4e5f:inspec_report": "chef/ops/web01.example.org/compliance/failed",
+		"b3bbae70-1e93-4ffe-8499-9559601631fa:run_start":                      "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/run/start",
+		"b3bbae70-1e93-4ffe-8499-9559601631fa:run_converge":                   "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/run/success",
+		"b3bbae70-1e93-4ffe-8499-9559601631fa:status":                         "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/status",
+		"b3bbae70-1e93-4ffe-8499-9559601631fa:resource:4":                     "chef/chef/chefdk-ubuntu-16.04-tester-91bc78/resource/opscode-ci/updated",
+		"0766e90f-fa48-44ed-acf4-fa9011758838:action":                         "chef/chef/action/node/delete/a2-local-fresh-install-unstable.cd.chef.co",
+		"7d4b2f9e-1a3c-4e5d-8f60-9b1a2c3d4e5f:ef5f58fd529abad1:inspec_report": "chef/ops/web01.example.org/compliance/failed",
 	} {
 		if ids[id] != topic {
 			t.Errorf("id %s is on %q, want %s", id, ids[id], topic)
@@ -288,8 +328,8 @@ func TestBadInput(t *testing.T) {
 		{"truncated JSON", converge[:len(converge)/2], testToken, "", 400, "invalid JSON at byte 130563: unexpected end of input", ""},
 		{"wrong type for status", replace(converge, `"status": "success"`, `"status": 1`), testToken, "", 400, "status must be a string, got a number", "status"},
 		{"missing node_name", replace(start, `"node_name": "chefdk-ubuntu-16.04-tester-91bc78",`, ""), testToken, "", 400, "missing node_name", "node_name"},
-		{"node_name against Chef's rule", replace(start, `"chefdk-ubuntu-16.04-tester-91bc78"`, `"web/01"`), testToken, "", 400, "does not follow Chef's rule", "node_name"},
-		{"schema", replace(start, `"source": "chef_client"`, `"source": "ansible"`), testToken, "", 400, "source: value must be one of", "source"},
+		{"node_name not a string", replace(start, `"chefdk-ubuntu-16.04-tester-91bc78"`, `["web01"]`), testToken, "", 400, "node_name must be a string, got an array", "node_name"},
+		{"run status outside the two", replace(converge, `"status": "success"`, `"status": "aborted"`), testToken, "", 400, `status must be "success" or "failure"`, "status"},
 		{"unknown message type", []byte(`{"message_type":"run_middle"}`), testToken, "", 400, "unknown message type", ""},
 		{"40 MiB body", bytes.Repeat([]byte(" "), 40<<20), testToken, "", 413, "over the limit of 32MiB", ""},
 		{"40 MiB chunked body", nil, testToken, "chunked", 413, "over the limit of 32MiB", ""},
@@ -377,36 +417,110 @@ func TestPublishFailure(t *testing.T) {
 }
 
 // TestOptionalOrganization: liveness pings and compliance reports without an
-// organization are published under "_"; an organization that is not a
-// string or null is refused, naming the field.
+// organization, or with one that is not a string, are published under "_";
+// the latter with a warning naming the field.
 func TestOptionalOrganization(t *testing.T) {
 	h := newTestHandler(t, DefaultConfig(), nil)
 	const ping = `{"event_type":"node_ping","node_name":"db01"%s}`
-	const report = `{"profiles":[{"controls":[{"results":[{"status":"passed"}]}]}],"node_name":"web01"%s}`
+	const report = `{"profiles":[{"controls":[{"results":[{"status":"passed"}]}]}],"node_name":"web01",` +
+		`"node_uuid":"0c8f6f40-6b0a-4b8e-8d0f-2d3b0a4e5f61","end_time":"2024-03-05T10:31:02Z"%s}`
 	tests := []struct {
-		body, org, topic, field string
+		body, org, topic, warned string
 	}{
 		{ping, ``, "chef/_/db01/liveness", ""},
 		{ping, `,"organization_name":null`, "chef/_/db01/liveness", ""},
 		{ping, `,"organization_name":""`, "chef/_/db01/liveness", ""},
 		{ping, `,"organization_name":"ops"`, "chef/ops/db01/liveness", ""},
-		{ping, `,"organization_name":5`, "", "organization_name"},
+		{ping, `,"organization_name":5`, "chef/_/db01/liveness", "organization_name"},
 		{report, ``, "chef/_/web01/compliance/passed", ""},
 		{report, `,"organization_name":null`, "chef/_/web01/compliance/passed", ""},
-		{report, `,"organization_name":["ops"]`, "", "organization_name"},
+		{report, `,"organization_name":["ops"]`, "chef/_/web01/compliance/passed", "organization_name"},
 	}
 	for _, tt := range tests {
 		body := fmt.Sprintf(tt.body, tt.org)
-		_, msgs, err := h.messages([]byte(body))
-		if tt.field != "" {
-			var perr *chefpayload.Error
-			if !errors.As(err, &perr) || perr.Field != tt.field {
-				t.Errorf("%s: err %v, want one naming %s", body, err, tt.field)
-			}
-			continue
-		}
+		msg, msgs, err := h.messages([]byte(body))
 		if err != nil || len(msgs) != 1 || msgs[0].Topic != tt.topic {
 			t.Errorf("%s: %v %+v, want one message on %s", body, err, msgs, tt.topic)
+			continue
+		}
+		var warned []string
+		for _, w := range msg.Warnings() {
+			warned = append(warned, w.Field)
+		}
+		if strings.Join(warned, ",") != tt.warned {
+			t.Errorf("%s: warnings on %v, want %q", body, warned, tt.warned)
 		}
 	}
+}
+
+// TestWarnings: what breaks the RFC or Chef's rules is published with a 200
+// that lists the problems, each counted by reason; strict refuses it.
+func TestWarnings(t *testing.T) {
+	br := startBridge(t, DefaultConfig())
+	report, err := os.ReadFile("testdata/16_compliance_passed_node_name_with_spaces/input.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := br.bus.Subscribe(t, "chef/+/+/compliance/+")
+	code, body := postLikeChef(t, br.srv.URL+Path, report, "x")
+	var ans accepted
+	if err := json.Unmarshal([]byte(body), &ans); err != nil || code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+	if len(ans.Warnings) != 1 || ans.Warnings[0].Field != "node_name" || ans.Warnings[0].Reason != chefpayload.ReasonNodeName ||
+		ans.WarningsOmitted != 0 || ans.Messages != 1 {
+		t.Fatalf("answer %s", body)
+	}
+	if m := testkit.Next(t, sub); m.Topic != "chef/tiny/My Compliant Node/compliance/passed" {
+		t.Fatalf("published on %q", m.Topic)
+	}
+	labels := map[string]string{"source": "chef", "reason": chefpayload.ReasonNodeName}
+	if n := br.counter(t, "firehose_intake_warnings_total", labels); n != 1 {
+		t.Fatalf("firehose_intake_warnings_total%v = %v", labels, n)
+	}
+
+	// A converge of 30 resources without ignore_failure: 20 listed, the
+	// rest counted.
+	const resource = `"type":"file","name":"f","id":"f","after":{},"before":{},"delta":"","duration":"1","result":"create","status":"up-to-date"`
+	converge := []byte(strictConverge(30, resource))
+	code, body = postLikeChef(t, br.srv.URL+Path, converge, "x")
+	ans = accepted{}
+	if err := json.Unmarshal([]byte(body), &ans); err != nil || code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+	if len(ans.Warnings) != maxWarnings || ans.WarningsOmitted != 10 || ans.Warnings[0].Field != "resources[0].ignore_failure" {
+		t.Fatalf("answer %s", body)
+	}
+	labels["reason"] = chefpayload.ReasonRequired
+	if n := br.counter(t, "firehose_intake_warnings_total", labels); n != 30 {
+		t.Fatalf("firehose_intake_warnings_total%v = %v", labels, n)
+	}
+	if code, body := postLikeChef(t, br.srv.URL+Path, []byte(strictConverge(1, resource+`,"ignore_failure":false`)), "x"); code != http.StatusOK ||
+		strings.Contains(body, "warnings") {
+		t.Fatalf("a clean converge: %d %s", code, body)
+	}
+
+	strict := DefaultConfig()
+	strict.Validation = chefpayload.ValidationStrict
+	sb := startBridge(t, strict)
+	for _, b := range [][]byte{report, converge} {
+		if code, body := postLikeChef(t, sb.srv.URL+Path, b, "x"); code != http.StatusBadRequest {
+			t.Errorf("strict: %d %s", code, body)
+		}
+	}
+}
+
+// strictConverge is a converge that follows the RFC, with n resources
+// holding the given members and ignore_failure only when they do.
+func strictConverge(n int, resource string) string {
+	var rs []string
+	for range n {
+		rs = append(rs, "{"+resource+"}")
+	}
+	return `{"chef_server_fqdn":"chef.example.org","entity_uuid":"05309d34-fb13-4587-8dc7-948807e50090",` +
+		`"id":"b3bbae70-1e93-4ffe-8499-9559601631fa","end_time":"2024-03-05T10:01:00Z","expanded_run_list":{},` +
+		`"message_type":"run_converge","message_version":"1.1.0","node":{},"node_name":"web01","organization_name":"ops",` +
+		`"resources":[` + strings.Join(rs, ",") + `],"run_id":"b3bbae70-1e93-4ffe-8499-9559601631fa","run_list":[],` +
+		`"source":"chef_client","start_time":"2024-03-05T10:00:00Z","status":"success","total_resource_count":` +
+		strconv.Itoa(n) + `,"updated_resource_count":0}`
 }

@@ -25,17 +25,21 @@ const (
 	idResource = "resource"
 )
 
-// builder turns parsed messages into bus messages. It is immutable once made.
+// builder turns parsed messages into bus messages. It is immutable once made
+// (the ownership it reads reloads itself, atomically).
 type builder struct {
 	topics   topics.Chef
 	statuses map[string]bool
 	levels   map[string]levelRules
 	redact   *redactor
+	// owners is nil when no team owns anything.
+	owners *owners
 }
 
 // build returns every bus message one data-collector message produces, or an
-// *chefpayload.Error when a topic cannot be built from it.
-func (b *builder) build(m chefpayload.Message, now time.Time) ([]bus.Message, error) {
+// *chefpayload.Error when a topic cannot be built from it. A converge's
+// rollout events are given by the caller, who tracks versions.
+func (b *builder) build(m chefpayload.Message, now time.Time, rollout []rolloutEvent) ([]bus.Message, error) {
 	switch m := m.(type) {
 	case *chefpayload.RunStart:
 		t, err := b.topics.RunStart(m.OrganizationName, m.NodeName)
@@ -44,7 +48,7 @@ func (b *builder) build(m chefpayload.Message, now time.Time) ([]bus.Message, er
 		}
 		return []bus.Message{bus.NewMessage(Source, dedupID(m.RunID, m.Body, m.Kind()), t, m.Body, now)}, nil
 	case *chefpayload.RunConverge:
-		return b.converge(m, now)
+		return b.converge(m, now, rollout)
 	case *chefpayload.Action:
 		org := ""
 		if m.OrganizationName != nil {
@@ -71,14 +75,20 @@ func (b *builder) build(m chefpayload.Message, now time.Time) ([]bus.Message, er
 		if err != nil {
 			return nil, topicError(err, "")
 		}
-		return []bus.Message{bus.NewMessage(Source, dedupID(m.ReportUUID, m.Body, m.Kind()), t, m.Body, now)}, nil
+		// Report ids travel with copies of a report (Chef Automate's own
+		// test data has distinct reports under one), so the id also digests
+		// the body as received, which a retry repeats.
+		sum := sha256.Sum256(m.Body)
+		id := m.ReportUUID + ":" + hex.EncodeToString(sum[:8])
+		return []bus.Message{bus.NewMessage(Source, dedupID(id, nil, m.Kind()), t, m.Published(), now)}, nil
 	}
 	return nil, chefpayload.ErrUnknownType
 }
 
 // converge makes the run's end message, one message per resource whose
-// status is configured, and the retained status summary, in that order.
-func (b *builder) converge(c *chefpayload.RunConverge, now time.Time) ([]bus.Message, error) {
+// status is configured, the owning team's failure message, the rollout
+// events, and the retained status summary, in that order.
+func (b *builder) converge(c *chefpayload.RunConverge, now time.Time, rollout []rolloutEvent) ([]bus.Message, error) {
 	runEnd, err := b.topics.RunEnd(c.OrganizationName, c.NodeName, c.Status)
 	if err != nil {
 		return nil, topicError(err, "")
@@ -87,8 +97,13 @@ func (b *builder) converge(c *chefpayload.RunConverge, now time.Time) ([]bus.Mes
 	if err != nil {
 		return nil, topicError(err, "")
 	}
-	payload, records := b.rewrite(c)
-	msgs := make([]bus.Message, 0, 2+len(c.Resources))
+	blame := c.Blame()
+	var owner string
+	if blame != nil {
+		owner = b.owners.owner(blame.Name)
+	}
+	payload, records := b.rewrite(c, blame, owner)
+	msgs := make([]bus.Message, 0, 3+len(c.Resources)+len(rollout))
 	msgs = append(msgs, bus.NewMessage(Source, dedupID(c.RunID, nil, c.Kind()), runEnd, payload, now))
 
 	head := resourceHead(c)
@@ -109,8 +124,22 @@ func (b *builder) converge(c *chefpayload.RunConverge, now time.Time) ([]bus.Mes
 		id := c.RunID + ":" + idResource + ":" + strconv.Itoa(r.Index)
 		msgs = append(msgs, bus.NewMessage(Source, id, t, p, now))
 	}
+	if owner != "" {
+		m, err := b.teamFailure(c, blame, owner, now)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	for _, ev := range rollout {
+		m, err := b.rolloutEvent(c, ev, blame, now)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
 
-	status := bus.NewMessage(Source, c.RunID+":"+idStatus, statusTopic, summary(c, failed), now)
+	status := bus.NewMessage(Source, c.RunID+":"+idStatus, statusTopic, summary(c, failed, blame, owner), now)
 	status.Retain = true
 	return append(msgs, status), nil
 }
@@ -121,13 +150,15 @@ type splice struct {
 	data   []byte
 }
 
-// rewrite applies the attribute lists and redaction. With neither
-// configured it returns the body itself and the resource records as they
-// are: nothing is copied. With either, it also drops the top-level "node"
-// and "resources" members that a later duplicate overrides: they are not
-// what the message means (the last duplicate wins), and filtering only the
-// last would publish the others with their secrets.
-func (b *builder) rewrite(c *chefpayload.RunConverge) (payload []byte, records [][]byte) {
+// rewrite applies the attribute lists and redaction, and gives a failed
+// run's body the failed cookbook and its owner as its last members. With
+// neither list nor redaction configured, a successful run's body and
+// resource records are returned as they are: nothing is copied. With either,
+// it also drops the top-level "node" and "resources" members that a later
+// duplicate overrides: they are not what the message means (the last
+// duplicate wins), and filtering only the last would publish the others
+// with their secrets.
+func (b *builder) rewrite(c *chefpayload.RunConverge, blame *chefpayload.FailedCookbook, owner string) (payload []byte, records [][]byte) {
 	records = make([][]byte, len(c.Resources))
 	for i, r := range c.Resources {
 		records[i] = r.Raw
@@ -161,6 +192,12 @@ func (b *builder) rewrite(c *chefpayload.RunConverge) (payload []byte, records [
 			splices = append(splices, splice{off: r.Offset, n: len(r.Raw), data: records[i]})
 		}
 	}
+	if c.Status == "failure" {
+		for _, cut := range c.Cuts(chefpayload.FailedCookbookKey, chefpayload.OwnerKey) {
+			splices = append(splices, splice{off: cut.Offset, n: len(cut.Raw)})
+		}
+		splices = append(splices, splice{off: closingBrace(c.Body), data: blameMembers(blame, owner)})
+	}
 	if len(splices) == 0 {
 		return c.Body, records
 	}
@@ -176,6 +213,41 @@ func (b *builder) rewrite(c *chefpayload.RunConverge) (payload []byte, records [
 		at = s.off + s.n
 	}
 	return append(out, c.Body[at:]...), records
+}
+
+// closingBrace is the offset of the top-level object's closing brace: the
+// last byte that is not space (Parse checked the body).
+func closingBrace(body []byte) int {
+	i := len(body) - 1
+	for i > 0 && body[i] != '}' {
+		i--
+	}
+	return i
+}
+
+// blameMembers are the members a failed run's body gains, after its last
+// one: ,"failed_cookbook":{…}|null,"owner":"<team>"|null.
+func blameMembers(blame *chefpayload.FailedCookbook, owner string) []byte {
+	out := []byte(`,"` + chefpayload.FailedCookbookKey + `":`)
+	out = appendJSON(out, blame)
+	out = append(out, `,"`+chefpayload.OwnerKey+`":`...)
+	return appendOptString(out, optOwner(owner))
+}
+
+func optOwner(owner string) *string {
+	if owner == "" {
+		return nil
+	}
+	return &owner
+}
+
+// appendJSON appends v encoded, HTML characters as they are.
+func appendJSON(dst []byte, v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the adapter's own types: strings and numbers only
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
 // resourceHead is the start of every resource message of a run, up to the
@@ -226,9 +298,15 @@ type Summary struct {
 	// ErrorClass and ErrorMessage are present only for a failed run.
 	ErrorClass   *string `json:"error_class,omitempty"`
 	ErrorMessage *string `json:"error_message,omitempty"`
+	// FailedCookbook is the cookbook whose code failed the run; null when
+	// the run succeeded or it is unknown.
+	FailedCookbook *chefpayload.FailedCookbook `json:"failed_cookbook"`
+	// Owner is the team that owns FailedCookbook (chef.owners); null when
+	// none does.
+	Owner *string `json:"owner"`
 }
 
-func summary(c *chefpayload.RunConverge, failed int) []byte {
+func summary(c *chefpayload.RunConverge, failed int, blame *chefpayload.FailedCookbook, owner string) []byte {
 	s := Summary{
 		NodeName:             c.NodeName,
 		OrganizationName:     c.OrganizationName,
@@ -243,6 +321,8 @@ func summary(c *chefpayload.RunConverge, failed int) []byte {
 		PolicyGroup:          c.PolicyGroup,
 		ChefVersion:          c.ChefVersion,
 		EntityUUID:           c.EntityUUID,
+		FailedCookbook:       blame,
+		Owner:                optOwner(owner),
 	}
 	if c.StartTime != nil && c.EndTime != nil {
 		start, err1 := time.Parse(time.RFC3339, *c.StartTime)
@@ -255,11 +335,7 @@ func summary(c *chefpayload.RunConverge, failed int) []byte {
 	if c.Status == "failure" && c.Error != nil {
 		s.ErrorClass, s.ErrorMessage = c.Error.Class, c.Error.Message
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // strings and numbers only: cannot fail
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return appendJSON(nil, s)
 }
 
 // dedupID is the message's Nats-Msg-Id: the run (or message, or report) id

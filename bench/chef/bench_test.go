@@ -73,3 +73,47 @@ func TestBigConverge(t *testing.T) {
 		t.Fatalf("the rest of node.automatic moved: %s", v)
 	}
 }
+
+// TestTeamsSmoke runs -teams (both workloads) and -fleet briefly: they
+// measure, and every message arrives.
+func TestTeamsSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p := defaultParams()
+	p.Rounds, p.Duration, p.Clients = 1, 500*time.Millisecond, 2
+	for _, w := range []string{workloadSteady, workloadFirstRun} {
+		var progress bytes.Buffer
+		rep, err := runTeams(ctx, p, w, &progress)
+		t.Logf("%s:\n%s", w, progress.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Today) != 1 || len(rep.Teams) != 1 || rep.Today[0].Accepted == 0 || rep.Teams[0].Accepted == 0 || rep.Lost != 0 {
+			t.Fatalf("%s: %+v", w, rep)
+		}
+		// 02 makes 15 messages; a first run adds one per cookbook (34).
+		want := int64(15)
+		if w == workloadFirstRun {
+			want += 34
+		}
+		if rep.Teams[0].PerRequest != want || rep.Today[0].PerRequest != 15 {
+			t.Errorf("%s: %d and %d messages per converge", w, rep.Today[0].PerRequest, rep.Teams[0].PerRequest)
+		}
+		var out bytes.Buffer
+		if err := rep.writeText(&out, p); err != nil || !bytes.Contains(out.Bytes(), []byte("ratio teams / today, of the medians")) {
+			t.Errorf("report: %v\n%s", err, out.String())
+		}
+	}
+	var progress bytes.Buffer
+	fleet, err := runFleet(ctx, modeTeams, 50, 10, 2, &progress)
+	t.Logf("fleet:\n%s", progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// First runs: the run, an event per cookbook, the status; then one
+	// event each; then nothing but the run and its status.
+	if len(fleet.Phases) != 3 || fleet.Phases[0].Messages != 50*12 || fleet.Phases[1].Messages != 50*3 ||
+		fleet.Phases[2].Messages != 50*2 || fleet.Phases[2].DiskUsed == 0 {
+		t.Errorf("fleet: %+v", fleet.Phases)
+	}
+}

@@ -31,13 +31,14 @@ type child struct {
 }
 
 // startChild re-runs this binary as a server and waits for its READY line.
-func startChild(ctx context.Context, mode string) (*child, error) {
+// env are extra NAME=value settings.
+func startChild(ctx context.Context, mode string, env ...string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), serveEnv+"="+mode)
+	cmd.Env = append(append(os.Environ(), serveEnv+"="+mode), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -123,11 +124,13 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// subscriber counts what arrives on chef/#.
+// subscriber counts what arrives on chef/#, the retained cookbook tallies
+// (published on a timer, not per request) apart.
 type subscriber struct {
 	client   paho.Client
 	received atomic.Int64
 	bytes    atomic.Int64
+	tallies  atomic.Int64
 }
 
 func subscribe(addr string) (*subscriber, error) {
@@ -140,6 +143,10 @@ func subscribe(addr string) (*subscriber, error) {
 		return nil, fmt.Errorf("connect %s: %v", addr, tok.Error())
 	}
 	tok := s.client.Subscribe("chef/#", 1, func(_ paho.Client, m paho.Message) {
+		if strings.HasSuffix(m.Topic(), "/versions") {
+			s.tallies.Add(1)
+			return
+		}
 		s.received.Add(1)
 		s.bytes.Add(int64(len(m.Payload())))
 	})
@@ -226,6 +233,11 @@ func perRequest(client *http.Client, url string, body []byte) (int64, error) {
 
 // load posts body with n concurrent clients for d and counts 2xx answers.
 func load(ctx context.Context, url string, body []byte, clients int, d time.Duration) (result, error) {
+	return loadWith(ctx, url, func() []byte { return body }, clients, d)
+}
+
+// loadWith is load with a body made for each request.
+func loadWith(ctx context.Context, url string, next func() []byte, clients int, d time.Duration) (result, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 60 * time.Second}
@@ -241,7 +253,7 @@ func load(ctx context.Context, url string, body []byte, clients int, d time.Dura
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				code, _, err := post(client, url, body)
+				code, _, err := post(client, url, next())
 				switch {
 				case err != nil:
 					once.Do(func() { firstErr = err })

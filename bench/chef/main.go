@@ -74,10 +74,22 @@ func realMain() int {
 	flag.IntVar(&p.BigSize, "big-size", p.BigSize, "size in bytes of the big converge for the RSS test (0 skips it)")
 	flag.IntVar(&p.BigPosts, "big-posts", p.BigPosts, "how many times the big converge is posted, one after the other")
 	jsonOut := flag.Bool("json", false, "print the report as JSON")
+	teams := flag.String("teams", "", "compare the CPU per converge of the bridge with teams and the rollout against today's: "+
+		workloadSteady+" (one node's unchanged runs; the target) or "+workloadFirstRun+" (every converge a new node)")
+	fleet := flag.Int("fleet", 0, "populate the rollout store with this many nodes through the HTTP endpoint and report its memory and disk")
+	cookbooks := flag.Int("cookbooks", 100, "cookbooks per node, with -fleet")
+	fleetToday := flag.Bool("fleet-today", false, "with -fleet, post the same converges to today's bridge (no rollout, no teams), to compare")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	if *teams != "" || *fleet > 0 {
+		mode := modeTeams
+		if *fleetToday {
+			mode = modeBridge
+		}
+		return runTeamsMain(ctx, p, *teams, mode, *fleet, *cookbooks, *jsonOut)
+	}
 	rep, err := run(ctx, p, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/chef:", err)
@@ -95,6 +107,44 @@ func realMain() int {
 		return 1
 	}
 	if !rep.ThroughputMet || (rep.RSS != nil && !rep.RSS.Met) {
+		return 2
+	}
+	return 0
+}
+
+// runTeamsMain runs -teams or -fleet and prints its report.
+func runTeamsMain(ctx context.Context, p params, teams, fleetMode string, fleet, cookbooks int, jsonOut bool) int {
+	var out any
+	var write func() error
+	met := true
+	if teams != "" {
+		rep, err := runTeams(ctx, p, teams, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/chef:", err)
+			return 1
+		}
+		out, write, met = rep, func() error { return rep.writeText(os.Stdout, p) }, rep.Met
+	} else {
+		rep, err := runFleet(ctx, fleetMode, fleet, cookbooks, p.Clients, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/chef:", err)
+			return 1
+		}
+		out, write = rep, func() error { return rep.writeText(os.Stdout) }
+	}
+	var err error
+	if jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(out)
+	} else {
+		err = write()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/chef:", err)
+		return 1
+	}
+	if !met {
 		return 2
 	}
 	return 0

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"time"
@@ -15,8 +16,10 @@ import (
 	"github.com/rs/zerolog"
 
 	chefadapter "github.com/opsfirehose/firehose/adapters/chef"
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 // serveEnv selects a server mode in a child process: the benchmark re-runs
@@ -24,14 +27,35 @@ import (
 const serveEnv = "FIREHOSE_BENCH_CHEF_SERVE"
 
 // profileEnv, when set to a path prefix, makes each server write a CPU
-// profile to <prefix>.<mode>.<pid>.
-const profileEnv = "FIREHOSE_BENCH_CHEF_CPUPROFILE"
+// profile to <prefix>.<mode>.<pid>; heapProfileEnv a heap profile, when it
+// stops.
+const (
+	profileEnv     = "FIREHOSE_BENCH_CHEF_CPUPROFILE"
+	heapProfileEnv = "FIREHOSE_BENCH_CHEF_HEAPPROFILE"
+)
 
 // Server modes.
 const (
 	modeBridge   = "bridge"
 	modeBaseline = "baseline"
+	// modeTeams is the bridge with teams owning cookbooks (one of them
+	// through Policyfile lock files) and the rollout store in the data
+	// directory dataEnv names.
+	modeTeams = "teams"
 )
+
+// dataEnv is the data directory of a teams server.
+const dataEnv = "FIREHOSE_BENCH_CHEF_DATA"
+
+// teamsSection is the owners section of the teams server.
+const teamsSection = `
+owners:
+  teams:
+    ops: {cookbooks: ["opscode-*", omnibus, "chef-*"]}
+    platform: {cookbooks: [apt, yum, "windows*", build-essential]}
+    core: {policies: [base]}
+  policy_locks: adapters/chef/testdata/teams/locks
+`
 
 // serve runs a server until stdin closes (the parent exits or stops it) and
 // prints "READY <http addr> <mqtt addr>" once it accepts connections.
@@ -39,7 +63,7 @@ func serve(mode string) error {
 	var httpAddr, mqttAddr string
 	var stop func()
 	switch mode {
-	case modeBridge:
+	case modeBridge, modeTeams:
 		b, err := broker.New(brokerConfig(), broker.Options{Logger: zerolog.Nop()})
 		if err != nil {
 			return err
@@ -47,7 +71,15 @@ func serve(mode string) error {
 		if err := b.Start(); err != nil {
 			return err
 		}
-		h, err := chefadapter.New(chefadapter.DefaultConfig(), chefadapter.Options{Publisher: b, Logger: zerolog.Nop()})
+		cfg, opts := chefadapter.DefaultConfig(), chefadapter.Options{Options: intake.Options{Publisher: b, Logger: zerolog.Nop()}}
+		if mode == modeTeams {
+			if err := strictyaml.Decode([]byte(teamsSection), &cfg, strictyaml.Options{}); err != nil {
+				return err
+			}
+			cfg.Owners.PolicyLocks = fixturePath(cfg.Owners.PolicyLocks)
+			opts.DataDir = os.Getenv(dataEnv)
+		}
+		h, err := chefadapter.New(cfg, opts)
 		if err != nil {
 			return err
 		}
@@ -57,6 +89,9 @@ func serve(mode string) error {
 		if err != nil {
 			return err
 		}
+		runCtx, stopRun := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() { defer close(ran); _ = h.Run(runCtx) }()
 		h.Register(srv)
 		srv.Start()
 		httpAddr, mqttAddr = srv.Addr(), b.Addr("mqtt")
@@ -64,6 +99,9 @@ func serve(mode string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(ctx)
+			stopRun()
+			<-ran
+			_ = h.Close(ctx)
 			_ = b.Close()
 		}
 	case modeBaseline:
@@ -90,6 +128,17 @@ func serve(mode string) error {
 	}
 	fmt.Printf("READY %s %s\n", httpAddr, mqttAddr)
 	_, _ = io.Copy(io.Discard, os.Stdin) // returns when the parent closes our stdin
+	if path := os.Getenv(heapProfileEnv); path != "" {
+		f, err := os.Create(path + "." + mode + "." + strconv.Itoa(os.Getpid()))
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			return err
+		}
+		_ = f.Close()
+	}
 	stop()
 	return nil
 }

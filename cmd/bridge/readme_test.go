@@ -56,6 +56,7 @@ var coveredElsewhere = map[string]string{
 	"go run ./bench/broker":                               "bench/broker's smoke test",
 	"go run ./bench/fanout":                               "bench/fanout's smoke test",
 	"go run ./bench/chef":                                 "bench/chef's smoke test",
+	"go run ./bench/chef -teams steady":                   "bench/chef's smoke test",
 	"go run ./bench/ansible":                              "bench/ansible's smoke test",
 	"go run ./bench/configdb":                             "bench/configdb's smoke test",
 	"go run ./bench/dashboard":                            "bench/dashboard's smoke test",

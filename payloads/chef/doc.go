@@ -5,6 +5,9 @@
 //
 // It parses a body once, without decoding the big parts (the node object,
 // resource states), and returns what topics and derived messages need, with
-// spans into the body so that callers can pass the original bytes through.
-// It never modifies a body, publishes nothing, and knows nothing of topics.
+// spans into the body so that callers can pass the original bytes through,
+// and the problems that do not stop a message being published as Warnings.
+// It computes compliance verdicts and counts exactly as Chef Automate does
+// (ComplianceSummary). It never modifies a body, publishes nothing, and
+// knows nothing of topics.
 package chef

@@ -1,9 +1,11 @@
 package chef
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 )
@@ -39,10 +41,20 @@ type Span struct {
 // aliases and never modifies.
 type Message interface {
 	Kind() Kind
+	// Warnings are the problems found in a message that is published all
+	// the same, sorted by field; nil when there are none.
+	Warnings() []Warning
 }
+
+// checked holds a message's warnings.
+type checked struct{ warnings []Warning }
+
+// Warnings implements Message.
+func (c *checked) Warnings() []Warning { return c.warnings }
 
 // RunStart is a run_start message.
 type RunStart struct {
+	checked
 	Body                              []byte
 	NodeName, OrganizationName, RunID string
 }
@@ -50,6 +62,7 @@ type RunStart struct {
 // RunConverge is a run_converge message: the end of a run. Optional fields
 // are nil when the message has no string (or integer) there.
 type RunConverge struct {
+	checked
 	Body                              []byte
 	NodeName, OrganizationName, RunID string
 	// Status is "success" or "failure".
@@ -71,11 +84,19 @@ type RunConverge struct {
 	// leaves a body that decodes the same, the last duplicate winning, but
 	// that no longer carries the overridden copies. Nil without duplicates.
 	Shadowed []Span
+	// cookbooks is the raw object of the node's cookbooks and their
+	// versions (see Cookbooks), nil when the message has none.
+	cookbooks []byte
+	// members are the top-level members, for Cuts.
+	members []Member
 }
 
 // RunError is the class and message of a failed run's error.
 type RunError struct {
 	Class, Message *string
+	// Backtrace is the raw backtrace array, innermost frame first; nil when
+	// the error has none.
+	Backtrace []byte
 }
 
 // Resource is one resource record of a run_converge message.
@@ -92,6 +113,7 @@ type Resource struct {
 
 // Action is an action message from Chef Infra Server (or an old chef-client).
 type Action struct {
+	checked
 	Body []byte
 	// OrganizationName is nil when the action belongs to no organization.
 	OrganizationName                 *string
@@ -101,6 +123,7 @@ type Action struct {
 
 // Liveness is a liveness agent ping.
 type Liveness struct {
+	checked
 	Body                       []byte
 	NodeName, OrganizationName string
 	EntityUUID, Timestamp      string
@@ -108,11 +131,17 @@ type Liveness struct {
 
 // Compliance is an InSpec report sent through the data collector.
 type Compliance struct {
+	checked
 	Body                                   []byte
 	NodeName, OrganizationName, ReportUUID string
-	// Status is the report's overall status from its control results:
-	// "passed", "failed" or "skipped".
+	// Status is the report's verdict as Chef Automate computes it:
+	// "passed", "failed", "skipped" or "waived" (Summary.Status).
 	Status string
+	// Summary is what Chef Automate shows of the report: the verdict and
+	// the control counts, overall and per profile.
+	Summary ComplianceSummary
+	// cut are the spans of the body's own compliance_summary members.
+	cut []Span
 }
 
 // Kind implements Message.
@@ -150,8 +179,17 @@ func NewParser(mode Validation) (*Parser, error) {
 func (p *Parser) Mode() Validation { return p.mode }
 
 // Parse classifies body, checks it and extracts what topics and derived
-// messages need. Every problem is an *Error. The body is read, never
-// modified, and stays aliased by the result.
+// messages need. The body is read, never modified, and stays aliased by the
+// result.
+//
+// In every mode, a message is refused (an *Error) when it cannot be
+// published: not a JSON object, of no known kind, or without what its topic
+// is built from: a node_name string for runs, pings and reports, a run's
+// status "success" or "failure", an action's entity_type and task. An
+// organization_name that is absent, null or not a string is published as
+// "_", and so is an action without an entity_name. In ValidationStrict, a
+// message that breaks the RFC's schema or Chef's node-name rule is refused
+// too; in ValidationCompatible those problems are the message's Warnings.
 func (p *Parser) Parse(body []byte) (Message, error) {
 	doc, err := document(body)
 	if err != nil {
@@ -161,27 +199,53 @@ func (p *Parser) Parse(body []byte) (Message, error) {
 	if k == KindUnknown {
 		return nil, ErrUnknownType
 	}
-	if err := p.check(k, doc); err != nil {
-		return nil, err
+	var warns []Warning
+	switch p.mode {
+	case ValidationStrict:
+		if err := rules(k, doc); err != nil {
+			return nil, err
+		}
+		if s := p.schemas[k]; s != nil {
+			if problems := s.validate(doc, false); len(problems) > 0 {
+				return nil, problems[0].error()
+			}
+		}
+	default:
+		if err := topicRules(k, doc); err != nil {
+			return nil, err
+		}
+		if p.mode == ValidationCompatible {
+			warns = p.warnings(k, doc)
+		}
 	}
+	var m Message
 	switch k {
 	case KindRunStart:
-		return &RunStart{Body: body, NodeName: doc.str("node_name"),
-			OrganizationName: doc.str("organization_name"), RunID: doc.str("run_id")}, nil
+		m = &RunStart{checked: checked{warns}, Body: body, NodeName: doc.str("node_name"),
+			OrganizationName: doc.str("organization_name"), RunID: doc.str("run_id")}
 	case KindRunConverge:
-		return doc.converge(body), nil
+		c := doc.converge(body)
+		c.warnings = warns
+		m = c
 	case KindAction:
-		return &Action{Body: body, OrganizationName: doc.optStr("organization_name"),
+		m = &Action{checked: checked{warns}, Body: body, OrganizationName: doc.optStr("organization_name"),
 			EntityType: doc.str("entity_type"), Task: doc.str("task"), EntityName: doc.str("entity_name"),
-			ID: doc.str("id"), RunID: doc.str("run_id")}, nil
+			ID: doc.str("id"), RunID: doc.str("run_id")}
 	case KindLiveness:
-		return &Liveness{Body: body, NodeName: doc.str("node_name"), OrganizationName: doc.str("organization_name"),
-			EntityUUID: doc.str("entity_uuid"), Timestamp: doc.str("@timestamp")}, nil
+		m = &Liveness{checked: checked{warns}, Body: body, NodeName: doc.str("node_name"),
+			OrganizationName: doc.str("organization_name"), EntityUUID: doc.str("entity_uuid"), Timestamp: doc.str("@timestamp")}
 	default: // KindCompliance
 		profiles, _ := doc.get("profiles")
-		return &Compliance{Body: body, NodeName: doc.str("node_name"), OrganizationName: doc.str("organization_name"),
-			ReportUUID: doc.str("report_uuid"), Status: ComplianceStatus(profiles)}, nil
+		var problems []Warning
+		sum := complianceSummary(profiles, doc.str("status"), doc.str("status_message"), &problems)
+		if p.mode == ValidationCompatible {
+			warns = sortWarnings(append(warns, problems...))
+		}
+		m = &Compliance{checked: checked{warns}, Body: body, NodeName: doc.str("node_name"),
+			OrganizationName: doc.str("organization_name"), ReportUUID: doc.str("report_uuid"),
+			Status: sum.Status, Summary: sum, cut: doc.cuts(body, SummaryKey)}
 	}
+	return m, nil
 }
 
 // Classify returns the kind of body in Chef Automate's order: message_type
@@ -210,6 +274,8 @@ type doc struct {
 	node *Member
 	// chefVersion is node.automatic.chef_packages.chef.version, raw.
 	chefVersion []byte
+	// nodeCookbooks is node.automatic.cookbooks, raw.
+	nodeCookbooks []byte
 }
 
 // elements are an array's elements with, for objects, their members.
@@ -225,8 +291,8 @@ type element struct {
 	members []Member // nil when the element is not an object
 }
 
-// chefVersionPath is where a node object keeps the chef-client version.
-var chefVersionPath = []string{"automatic", "chef_packages", "chef", "version"}
+// chefVersionPath is where node.automatic keeps the chef-client version.
+var chefVersionPath = []string{"chef_packages", "chef", "version"}
 
 // document checks the body's syntax, all of it, and lists its top-level members.
 func document(body []byte) (*doc, error) {
@@ -253,7 +319,7 @@ func document(body []byte) (*doc, error) {
 			}
 		case key == "node" && it.ValueKind() == rawjson.Object:
 			if child, ok := it.Enter(); ok {
-				d.chefVersion = findPath(&child, chefVersionPath)
+				d.readNode(&child)
 				it.Leave(&child)
 			}
 		default:
@@ -263,7 +329,7 @@ func document(body []byte) (*doc, error) {
 			case "resources":
 				d.resources = nil
 			case "node":
-				d.chefVersion = nil
+				d.chefVersion, d.nodeCookbooks = nil, nil
 			}
 		}
 		if it.Err() != nil {
@@ -346,6 +412,50 @@ func resourceKey(raw []byte) string {
 		return "error"
 	}
 	return rawjson.Key(raw)
+}
+
+// readNode reads the node object it iterates to its end, keeping what a
+// converge needs from node.automatic: the chef version and the cookbooks.
+// The last duplicate wins at each step.
+func (d *doc) readNode(it *rawjson.Iter) {
+	d.chefVersion, d.nodeCookbooks = nil, nil
+	for it.Step() {
+		if !rawjson.KeyIs(it.Key(), "automatic") {
+			it.SkipValue()
+			continue
+		}
+		d.chefVersion, d.nodeCookbooks = nil, nil
+		if it.ValueKind() != rawjson.Object {
+			it.SkipValue()
+			continue
+		}
+		auto, ok := it.Enter()
+		if !ok {
+			continue
+		}
+		for auto.Step() {
+			switch {
+			case rawjson.KeyIs(auto.Key(), "cookbooks"):
+				d.nodeCookbooks = nil
+				if auto.SkipValue() {
+					d.nodeCookbooks = auto.Value()
+				}
+			case rawjson.KeyIs(auto.Key(), chefVersionPath[0]):
+				d.chefVersion = nil
+				if auto.ValueKind() != rawjson.Object {
+					auto.SkipValue()
+					continue
+				}
+				if child, ok := auto.Enter(); ok {
+					d.chefVersion = findPath(&child, chefVersionPath[1:])
+					auto.Leave(&child)
+				}
+			default:
+				auto.SkipValue()
+			}
+		}
+		it.Leave(&auto)
+	}
 }
 
 // findPath reads the object it iterates to its end and returns the value at
@@ -453,45 +563,20 @@ var optionalTopicFields = map[Kind][]string{
 	KindCompliance: {"organization_name"},
 }
 
-// check applies the rules of every mode, then the schema.
-func (p *Parser) check(k Kind, d *doc) error {
-	if err := rules(k, d); err != nil {
-		return err
-	}
-	if s := p.schemas[k]; s != nil {
-		return s.validate(d)
-	}
-	return nil
-}
-
-// rules are the checks of every mode: what topics are built from.
+// rules are ValidationStrict's checks besides the schema: what topics are
+// built from, present and non-empty, and Chef's node-name rule.
 func rules(k Kind, d *doc) error {
-	for _, f := range topicFields[k] {
-		v, ok := d.get(f)
-		if !ok || rawjson.Kind(v) == rawjson.Null {
-			return fieldError(f, "missing %s", f)
-		}
-		s, isStr := rawjson.Str(v)
-		if !isStr {
-			return fieldError(f, "%s must be a string, got %s", f, kindName(v))
-		}
-		if s == "" {
-			return fieldError(f, "%s is empty", f)
-		}
+	if err := requireStrings(d, topicFields[k], ""); err != nil {
+		return err
 	}
 	for _, f := range optionalTopicFields[k] {
 		if v, ok := d.get(f); ok && rawjson.Kind(v) != rawjson.Null && rawjson.Kind(v) != rawjson.String {
 			return fieldError(f, "%s must be a string or null, got %s", f, kindName(v))
 		}
 	}
-	if k == KindRunStart || k == KindRunConverge || k == KindLiveness || k == KindCompliance {
+	if nodeKind(k) {
 		if name := d.str("node_name"); !ValidNodeName(name) {
-			return fieldError("node_name", "node_name %q does not follow Chef's rule %s", name, NodeNamePattern)
-		}
-	}
-	if k == KindRunConverge {
-		if s := d.str("status"); s != "success" && s != "failure" {
-			return fieldError("status", "status must be \"success\" or \"failure\", got %q", s)
+			return nodeNameProblem(name).error()
 		}
 	}
 	if k == KindCompliance {
@@ -499,7 +584,112 @@ func rules(k Kind, d *doc) error {
 			return fieldError("profiles", "profiles must be an array, got %s", kindName(v))
 		}
 	}
+	return shapeRules(k, d)
+}
+
+// topicRules are the checks of ValidationCompatible and ValidationOff: only
+// what a topic cannot be built without.
+func topicRules(k Kind, d *doc) error {
+	required := []string{"node_name"}
+	switch k {
+	case KindAction:
+		required = []string{"entity_type", "task"}
+	case KindRunConverge:
+		required = []string{"node_name", "status"}
+	}
+	if err := requireStrings(d, required, ": the topic is built from it"); err != nil {
+		return err
+	}
+	return shapeRules(k, d)
+}
+
+// requireStrings checks that each field is a non-empty string; why ends
+// the message of a missing or empty one.
+func requireStrings(d *doc, fields []string, why string) error {
+	for _, f := range fields {
+		v, ok := d.get(f)
+		if !ok || rawjson.Kind(v) == rawjson.Null {
+			return fieldError(f, "missing %s%s", f, why)
+		}
+		s, isStr := rawjson.Str(v)
+		if !isStr {
+			return fieldError(f, "%s must be a string, got %s", f, kindName(v))
+		}
+		if s == "" {
+			return fieldError(f, "%s is empty%s", f, why)
+		}
+	}
 	return nil
+}
+
+// shapeRules are the checks of every mode on values a topic level is made
+// of: a run's status is one of two words.
+func shapeRules(k Kind, d *doc) error {
+	if k == KindRunConverge {
+		if s := d.str("status"); s != "success" && s != "failure" {
+			return fieldError("status", "status must be \"success\" or \"failure\", got %q", s)
+		}
+	}
+	return nil
+}
+
+// nodeKind reports whether k's topics are under the node's level.
+func nodeKind(k Kind) bool {
+	return k == KindRunStart || k == KindRunConverge || k == KindLiveness || k == KindCompliance
+}
+
+func nodeNameProblem(name string) problem {
+	return problem{Warning{Field: "node_name", Reason: ReasonNodeName,
+		Msg: fmt.Sprintf("node_name %q does not follow Chef's rule %s", name, NodeNamePattern)}}
+}
+
+// warnings are ValidationCompatible's findings: the compatible schema, the
+// node-name rule, and organization_name where no schema looks at it.
+func (p *Parser) warnings(k Kind, d *doc) []Warning {
+	var out []Warning
+	if nodeKind(k) {
+		if name := d.str("node_name"); !ValidNodeName(name) {
+			out = append(out, nodeNameProblem(name).Warning)
+		}
+	}
+	if s := p.schemas[k]; s != nil {
+		// A missing organization_name is null, here as in topics.
+		for _, pr := range s.validate(d, true) {
+			if pr.Reason == ReasonNodeName && len(out) > 0 && out[0].Reason == ReasonNodeName {
+				continue // the schema's format says what the rule said
+			}
+			out = append(out, pr.Warning)
+		}
+		return sortWarnings(out)
+	}
+	if v, ok := d.get("organization_name"); ok && rawjson.Kind(v) != rawjson.Null && rawjson.Kind(v) != rawjson.String {
+		out = append(out, Warning{Field: "organization_name", Reason: ReasonOrganization,
+			Msg: "organization_name must be a string or null, got " + kindName(v) + "; published under _"})
+	}
+	if k == KindCompliance {
+		out = append(out, reportWarnings(d)...)
+	}
+	return sortWarnings(out)
+}
+
+// problem is a Warning that ValidationStrict turns into an *Error.
+type problem struct{ Warning }
+
+func (p problem) error() *Error { return &Error{Field: p.Field, Msg: p.Msg} }
+
+// sortWarnings orders warnings by field, then message, so that answers are
+// stable; nil when there are none.
+func sortWarnings(ws []Warning) []Warning {
+	if len(ws) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(ws, func(a, b Warning) int {
+		if c := strings.Compare(a.Field, b.Field); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Msg, b.Msg)
+	})
+	return ws
 }
 
 func kindName(v []byte) string {
@@ -540,10 +730,22 @@ func (d *doc) converge(body []byte) *RunConverge {
 		c.ChefVersion = optStr(d.chefVersion)
 	}
 	c.Shadowed = d.shadowed(body, "node", "resources")
+	c.members = d.members
+	c.cookbooks = d.nodeCookbooks
+	if rawjson.Kind(c.cookbooks) != rawjson.Object {
+		c.cookbooks = nil
+		if v, _ := d.get("cookbooks"); rawjson.Kind(v) == rawjson.Object {
+			c.cookbooks = v
+		}
+	}
 	if v, ok := d.get("error"); ok && rawjson.Kind(v) == rawjson.Object {
 		class, _ := rawjson.Get(v, "class")
 		msg, _ := rawjson.Get(v, "message")
-		c.Error = &RunError{Class: optStr(class), Message: optStr(msg)}
+		bt, _ := rawjson.Get(v, "backtrace")
+		if rawjson.Kind(bt) != rawjson.Array {
+			bt = nil
+		}
+		c.Error = &RunError{Class: optStr(class), Message: optStr(msg), Backtrace: bt}
 	}
 	if d.resources != nil {
 		c.Resources = make([]Resource, 0, len(d.resources.items))
@@ -583,6 +785,44 @@ func (d *doc) shadowed(body []byte, keys ...string) []Span {
 				break
 			}
 		}
+	}
+	return out
+}
+
+// cuts returns the spans that remove every top-level member named key from
+// body, commas included, so that what is left is still one JSON object.
+func (d *doc) cuts(body []byte, keys ...string) []Span {
+	return cutMembers(body, d.members, keys)
+}
+
+// Cuts returns the spans that remove every top-level member named one of
+// keys from the body, commas included, in body order: cutting them leaves
+// one JSON object, to which a caller can append members of those names
+// without a decoder reading the sender's own.
+func (c *RunConverge) Cuts(keys ...string) []Span {
+	return cutMembers(c.Body, c.members, keys)
+}
+
+func cutMembers(body []byte, members []Member, keys []string) []Span {
+	n := len(members)
+	tail := n // the trailing run of members to cut starts here
+	for tail > 0 && slices.Contains(keys, members[tail-1].Key) {
+		tail--
+	}
+	var out []Span
+	for i := 0; i < tail; i++ {
+		if m := members[i]; slices.Contains(keys, m.Key) { // up to the next member's key
+			out = append(out, Span{Offset: m.KeyOffset, Raw: body[m.KeyOffset:members[i+1].KeyOffset]})
+		}
+	}
+	if tail < n {
+		last := members[n-1]
+		from := members[tail].KeyOffset
+		if tail > 0 { // from the end of the last member kept, its comma cut
+			prev := members[tail-1]
+			from = prev.Offset + len(prev.Value)
+		}
+		out = append(out, Span{Offset: from, Raw: body[from : last.Offset+len(last.Value)]})
 	}
 	return out
 }

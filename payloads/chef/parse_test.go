@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,29 +144,62 @@ func TestDeviations(t *testing.T) {
 			t.Errorf("%s: strict gave %#v, want an error on %s", tt.name, err, tt.field)
 		}
 	}
-	// What is still wrong in compatible mode.
+	// What breaks even the compatible schema: published with a warning
+	// naming the field, refused by strict, silent with validation off.
 	bad := []struct {
 		name   string
 		mutate func(m map[string]any)
 		field  string
+		reason string
 	}{
-		{"status of a resource outside the enum", func(m map[string]any) { resource0(m)["status"] = "done" }, "resources[0].status"},
-		{"ignore_failure a number", func(m map[string]any) { resource0(m)["ignore_failure"] = 1 }, "resources[0].ignore_failure"},
-		{"resource without its id", func(m map[string]any) { delete(resource0(m), "id") }, "resources[0].id"},
-		{"entity_uuid not a uuid", func(m map[string]any) { m["entity_uuid"] = "web01" }, "entity_uuid"},
-		{"negative count", func(m map[string]any) { m["total_resource_count"] = -1 }, "total_resource_count"},
-		{"missing end_time", func(m map[string]any) { delete(m, "end_time") }, "end_time"},
-		{"node an array", func(m map[string]any) { m["node"] = []any{} }, "node"},
+		{"status of a resource outside the enum", func(m map[string]any) { resource0(m)["status"] = "done" }, "resources[0].status", ReasonEnum},
+		{"ignore_failure a number", func(m map[string]any) { resource0(m)["ignore_failure"] = 1 }, "resources[0].ignore_failure", ReasonType},
+		{"resource without its id", func(m map[string]any) { delete(resource0(m), "id") }, "resources[0].id", ReasonRequired},
+		{"resource without ignore_failure", func(m map[string]any) { delete(resource0(m), "ignore_failure") }, "resources[0].ignore_failure", ReasonRequired},
+		{"entity_uuid not a uuid", func(m map[string]any) { m["entity_uuid"] = "web01" }, "entity_uuid", ReasonPattern},
+		{"negative count", func(m map[string]any) { m["total_resource_count"] = -1 }, "total_resource_count", ReasonSchema},
+		{"missing end_time", func(m map[string]any) { delete(m, "end_time") }, "end_time", ReasonRequired},
+		{"node an array", func(m map[string]any) { m["node"] = []any{} }, "node", ReasonType},
+		{"source chef_delivery", func(m map[string]any) { m["source"] = "chef_delivery" }, "source", ReasonEnum},
+		{"missing organization_name, which is null", func(m map[string]any) { delete(m, "organization_name") }, "organization_name", ReasonType},
+		{"node_name against Chef's rule", func(m map[string]any) { m["node_name"] = "web 01" }, "node_name", ReasonNodeName},
 	}
 	for _, tt := range bad {
-		_, err := p[ValidationCompatible].Parse(mutate(t, strictConverge, tt.mutate))
+		body := mutate(t, strictConverge, tt.mutate)
+		m, err := p[ValidationCompatible].Parse(body)
+		if err != nil {
+			t.Errorf("%s: compatible refused it: %v", tt.name, err)
+			continue
+		}
+		if w := m.Warnings(); len(w) != 1 || w[0].Field != tt.field || w[0].Reason != tt.reason || w[0].Msg == "" {
+			t.Errorf("%s: compatible warned %+v, want one %s warning on %s", tt.name, w, tt.reason, tt.field)
+		}
+		_, err = p[ValidationStrict].Parse(body)
 		var perr *Error
 		if !errors.As(err, &perr) || perr.Field != tt.field {
-			t.Errorf("%s: compatible gave %v, want an error on %s", tt.name, err, tt.field)
+			t.Errorf("%s: strict gave %v, want an error on %s", tt.name, err, tt.field)
 		}
-		if _, err := p[ValidationOff].Parse(mutate(t, strictConverge, tt.mutate)); err != nil {
-			t.Errorf("%s: off refused it: %v", tt.name, err)
+		if m, err := p[ValidationOff].Parse(body); err != nil || m.Warnings() != nil {
+			t.Errorf("%s: off gave %v, warnings %v", tt.name, err, m.Warnings())
 		}
+	}
+	// Every problem is listed, sorted by field.
+	body := mutate(t, strictConverge, func(m map[string]any) {
+		m["source"] = "chef_delivery"
+		delete(m, "chef_server_fqdn")
+		delete(resource0(m), "ignore_failure")
+		m["node_name"] = "web(1)"
+	})
+	m, err := p[ValidationCompatible].Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	for _, w := range m.Warnings() {
+		fields = append(fields, w.Field)
+	}
+	if got := strings.Join(fields, " "); got != "chef_server_fqdn node_name resources[0].ignore_failure source" {
+		t.Errorf("warnings on %s", got)
 	}
 }
 
@@ -184,44 +219,71 @@ func TestActionDeviations(t *testing.T) {
 		}
 	}
 	b := mutate(t, string(body), func(m map[string]any) { m["entity_type"] = "spaceship" })
-	if _, err := p[ValidationCompatible].Parse(b); err == nil || err.(*Error).Field != "entity_type" {
-		t.Errorf("unknown entity_type: %v", err)
+	if m, err := p[ValidationCompatible].Parse(b); err != nil || len(m.Warnings()) != 1 || m.Warnings()[0].Field != "entity_type" {
+		t.Errorf("unknown entity_type: %v %v", err, m)
+	}
+	if _, err := p[ValidationStrict].Parse(b); err == nil {
+		t.Error("unknown entity_type: strict accepted it")
 	}
 }
 
-// The fields topics are built from are required whatever the mode.
-func TestTopicFieldsInEveryMode(t *testing.T) {
+// What topics are built from is required whatever the mode; strict also
+// refuses what compatible only warns of.
+func TestTopicFields(t *testing.T) {
 	liveness := `{"event_type":"node_ping","node_name":"db01","organization_name":"ops"}`
+	report := `{"profiles":[],"node_name":"db01","node_uuid":"0c8f6f40-6b0a-4b8e-8d0f-2d3b0a4e5f61","end_time":"2024-03-05T10:31:02Z"}`
 	action := string(fixture(t, "05_action_node_delete_chef_server"))
+	const everyMode, strictOnly = true, false
 	tests := []struct {
 		base   string
 		mutate func(m map[string]any)
 		field  string
 		msg    string
+		refuse bool // in every mode, or only in strict
 	}{
-		{strictConverge, func(m map[string]any) { delete(m, "node_name") }, "node_name", "missing node_name"},
-		{strictConverge, func(m map[string]any) { m["node_name"] = nil }, "node_name", "missing node_name"},
-		{strictConverge, func(m map[string]any) { m["node_name"] = "" }, "node_name", "node_name is empty"},
-		{strictConverge, func(m map[string]any) { m["node_name"] = 7 }, "node_name", "node_name must be a string, got a number"},
-		{strictConverge, func(m map[string]any) { m["node_name"] = "web 01" }, "node_name", "does not follow Chef's rule"},
-		{strictConverge, func(m map[string]any) { m["node_name"] = "web/01" }, "node_name", "does not follow Chef's rule"},
-		{strictConverge, func(m map[string]any) { m["node_name"] = "wéb01" }, "node_name", "does not follow Chef's rule"},
-		{strictConverge, func(m map[string]any) { delete(m, "organization_name") }, "organization_name", "missing organization_name"},
-		{strictConverge, func(m map[string]any) { delete(m, "run_id") }, "run_id", "missing run_id"},
-		{strictConverge, func(m map[string]any) { m["status"] = true }, "status", "status must be a string, got a boolean"},
-		{strictConverge, func(m map[string]any) { m["status"] = "aborted" }, "status", `status must be "success" or "failure"`},
-		{action, func(m map[string]any) { delete(m, "entity_name") }, "entity_name", "missing entity_name"},
-		{action, func(m map[string]any) { m["task"] = []any{} }, "task", "task must be a string, got an array"},
-		{action, func(m map[string]any) { m["organization_name"] = 1 }, "organization_name", "must be a string or null"},
-		{liveness, func(m map[string]any) { delete(m, "node_name") }, "node_name", "missing node_name"},
-		{liveness, func(m map[string]any) { m["node_name"] = "db01\n" }, "node_name", "does not follow Chef's rule"},
+		{strictConverge, func(m map[string]any) { delete(m, "node_name") }, "node_name", "missing node_name", everyMode},
+		{strictConverge, func(m map[string]any) { m["node_name"] = nil }, "node_name", "missing node_name", everyMode},
+		{strictConverge, func(m map[string]any) { m["node_name"] = "" }, "node_name", "node_name is empty", everyMode},
+		{strictConverge, func(m map[string]any) { m["node_name"] = 7 }, "node_name", "node_name must be a string, got a number", everyMode},
+		{strictConverge, func(m map[string]any) { m["status"] = true }, "status", "status must be a string, got a boolean", everyMode},
+		{strictConverge, func(m map[string]any) { m["status"] = "aborted" }, "status", `status must be "success" or "failure"`, everyMode},
+		{strictConverge, func(m map[string]any) { m["node_name"] = "web 01" }, "node_name", "does not follow Chef's rule", strictOnly},
+		{strictConverge, func(m map[string]any) { m["node_name"] = "web/01" }, "node_name", "does not follow Chef's rule", strictOnly},
+		{strictConverge, func(m map[string]any) { m["node_name"] = "wéb01" }, "node_name", "does not follow Chef's rule", strictOnly},
+		{strictConverge, func(m map[string]any) { delete(m, "organization_name") }, "organization_name", "missing organization_name", strictOnly},
+		{strictConverge, func(m map[string]any) { delete(m, "run_id") }, "run_id", "missing run_id", strictOnly},
+		{action, func(m map[string]any) { delete(m, "task") }, "task", "missing task", everyMode},
+		{action, func(m map[string]any) { m["entity_type"] = "" }, "entity_type", "entity_type is empty", everyMode},
+		{action, func(m map[string]any) { m["task"] = []any{} }, "task", "task must be a string, got an array", everyMode},
+		{action, func(m map[string]any) { delete(m, "entity_name") }, "entity_name", "missing entity_name", strictOnly},
+		{action, func(m map[string]any) { m["organization_name"] = 1 }, "organization_name", "must be a string or null", strictOnly},
+		{liveness, func(m map[string]any) { delete(m, "node_name") }, "node_name", "missing node_name", everyMode},
+		{liveness, func(m map[string]any) { m["node_name"] = "db01\n" }, "node_name", "does not follow Chef's rule", strictOnly},
+		{liveness, func(m map[string]any) { m["organization_name"] = 5 }, "organization_name", "must be a string or null", strictOnly},
+		{report, func(m map[string]any) { m["node_name"] = "My Compliant Node" }, "node_name", "does not follow Chef's rule", strictOnly},
+		{report, func(m map[string]any) { m["profiles"] = "x" }, "profiles", "profiles must be an array", strictOnly},
 	}
 	for mode, p := range parsers(t) {
 		for _, tt := range tests {
-			_, err := p.Parse(mutate(t, tt.base, tt.mutate))
+			body := mutate(t, tt.base, tt.mutate)
+			m, err := p.Parse(body)
 			var perr *Error
-			if !errors.As(err, &perr) || perr.Field != tt.field || !strings.Contains(perr.Msg, tt.msg) {
-				t.Errorf("%s: got %#v, want %s: %q", mode, err, tt.field, tt.msg)
+			if tt.refuse || mode == ValidationStrict {
+				if !errors.As(err, &perr) || perr.Field != tt.field || !strings.Contains(perr.Msg, tt.msg) {
+					t.Errorf("%s: got %#v, want %s: %q", mode, err, tt.field, tt.msg)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s: %s refused: %v", mode, body, err)
+				continue
+			}
+			var on []string
+			for _, w := range m.Warnings() {
+				on = append(on, w.Field)
+			}
+			if mode == ValidationOff && on != nil || mode == ValidationCompatible && !slices.Contains(on, tt.field) {
+				t.Errorf("%s: %s: warnings on %v, want one on %s", mode, body, on, tt.field)
 			}
 		}
 	}
@@ -229,6 +291,43 @@ func TestTopicFieldsInEveryMode(t *testing.T) {
 		if !ValidNodeName(name) {
 			t.Errorf("%q should be a valid node name", name)
 		}
+	}
+}
+
+// A missing organization_name is null everywhere: "" or nil in the message,
+// which topics write as "_", and null to the compatible schema, which allows
+// it in actions (Chef Infra Server's, outside an org) and not in runs.
+func TestMissingOrganizationIsNull(t *testing.T) {
+	p := parsers(t)[ValidationCompatible]
+	warned := func(m Message) string {
+		var out []string
+		for _, w := range m.Warnings() {
+			out = append(out, w.Field+" "+w.Reason)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, body := range [][]byte{
+		mutate(t, strictConverge, func(m map[string]any) { delete(m, "organization_name") }),
+		mutate(t, strictConverge, func(m map[string]any) { m["organization_name"] = nil }),
+	} {
+		m, err := p.Parse(body)
+		if err != nil || m.(*RunConverge).OrganizationName != "" || warned(m) != "organization_name schema_type" {
+			t.Errorf("%s: %v %+v", body, err, m)
+		}
+	}
+	action := string(fixture(t, "05_action_node_delete_chef_server"))
+	for _, body := range [][]byte{
+		mutate(t, action, func(m map[string]any) { delete(m, "organization_name") }),
+		mutate(t, action, func(m map[string]any) { m["organization_name"] = nil }),
+	} {
+		m, err := p.Parse(body)
+		if err != nil || m.(*Action).OrganizationName != nil || warned(m) != "" {
+			t.Errorf("%s: %v %+v", body, err, m)
+		}
+	}
+	// Strict keeps the RFC: the key is required.
+	if _, err := parsers(t)[ValidationStrict].Parse(mutate(t, action, func(m map[string]any) { delete(m, "organization_name") })); err == nil {
+		t.Error("strict accepted an action without organization_name")
 	}
 }
 
@@ -348,42 +447,112 @@ func TestInvalidUTF8PassesThrough(t *testing.T) {
 	}
 }
 
-func TestComplianceStatus(t *testing.T) {
-	control := func(waiver string, statuses ...string) string {
+// TestComplianceSummary follows each of Chef Automate's rules (see
+// complianceSummary) with the smallest report that shows it.
+func TestComplianceSummary(t *testing.T) {
+	control := func(extra string, statuses ...string) string {
 		var rs []string
 		for _, s := range statuses {
 			rs = append(rs, `{"status":"`+s+`"}`)
 		}
-		c := `{"id":"c","results":[` + strings.Join(rs, ",") + `]`
-		if waiver != "" {
-			c += `,"waiver_data":` + waiver
-		}
-		return c + `}`
+		return `{"id":"c","results":[` + strings.Join(rs, ",") + `]` + extra + `}`
 	}
-	profile := func(controls ...string) string { return `{"controls":[` + strings.Join(controls, ",") + `]}` }
+	waiver := func(w string) string { return `,"waiver_data":` + w }
+	profile := func(extra string, controls ...string) string {
+		return `{"name":"p"` + extra + `,"controls":[` + strings.Join(controls, ",") + `]}`
+	}
+	list := func(ps ...string) string { return `[` + strings.Join(ps, ",") + `]` }
 	tests := []struct {
-		profiles string
-		want     string
+		name, profiles, status string
+		// want is "<verdict> <total>/<passed>/<skipped>/<failed>(<minor>,<major>,<critical>)/<waived>"
+		want string
 	}{
-		{`[]`, CompliancePassed},
-		{`null`, CompliancePassed},
-		{`[` + profile() + `]`, CompliancePassed},
-		{`[` + profile(control("", "passed", "passed")) + `]`, CompliancePassed},
-		{`[` + profile(control("")) + `]`, CompliancePassed},
-		{`[` + profile(control("", "passed", "skipped")) + `]`, ComplianceSkipped},
-		{`[` + profile(control("", "skipped"), control("", "passed")) + `]`, CompliancePassed},
-		{`[` + profile(control("", "skipped")) + `,` + profile(control("", "skipped")) + `]`, ComplianceSkipped},
-		{`[` + profile(control("", "skipped", "failed")) + `]`, ComplianceFailed},
-		{`[` + profile(control("", "passed")) + `,` + profile(control("", "passed", "failed")) + `]`, ComplianceFailed},
-		{`[` + profile(control(`{"justification":"accepted risk","run":false}`, "failed")) + `]`, ComplianceSkipped},
-		{`[` + profile(control(`{"message":"Waiver expired on 2020-01-01"}`, "failed")) + `]`, ComplianceFailed},
-		{`[` + profile(control(`{}`, "failed")) + `]`, ComplianceFailed},
-		{`[` + profile(control(`{"run":true}`, "failed"), control("", "passed")) + `]`, CompliancePassed},
-		{`[1, "x", {"controls": 5}, {"controls": [7]}]`, CompliancePassed},
+		{"no profiles: InSpec threw", `[]`, "", "failed 0/0/0/0(0,0,0)/0"},
+		{"profiles null", `null`, "", "failed 0/0/0/0(0,0,0)/0"},
+		{"the report's own failure, InSpec not found", `[]`, "failed", "failed 0/0/0/0(0,0,0)/0"},
+		{"the report's own failure is ignored when profiles ran", list(profile("", control("", "passed"))), "failed", "passed 1/1/0/0(0,0,0)/0"},
+		{"a profile that failed to load beats a passed control",
+			list(profile(`,"status":"failed"`), profile("", control("", "passed"))), "", "failed 1/1/0/0(0,0,0)/0"},
+		{"a skipped profile without controls", list(profile(`,"status":"skipped"`)), "", "skipped 0/0/0/0(0,0,0)/0"},
+		{"one skipped profile of two", list(profile(`,"status":"skipped"`), profile("", control("", "passed"))), "", "passed 1/1/0/0(0,0,0)/0"},
+		{"loaded is computed", list(profile(`,"status":"loaded"`, control("", "skipped"))), "", "skipped 1/0/1/0(0,0,0)/0"},
+		{"no results: passed", list(profile("", control(""))), "", "passed 1/1/0/0(0,0,0)/0"},
+		{"a skipped result makes a skipped control", list(profile("", control("", "passed", "skipped"))), "", "skipped 1/0/1/0(0,0,0)/0"},
+		{"a failed result wins", list(profile("", control("", "skipped", "failed", "passed"))), "", "failed 1/0/0/1(1,0,0)/0"},
+		{"some skipped, some passed", list(profile("", control("", "skipped"), control("", "passed"))), "", "passed 2/1/1/0(0,0,0)/0"},
+		{"every control waived", list(profile("", control(waiver(`{"justification":"accepted risk","run":false}`), "failed"))), "", "waived 1/0/0/0(0,0,0)/1"},
+		{"waived and passed", list(profile("", control(waiver(`{"run":true}`), "failed"), control("", "passed"))), "", "passed 2/1/0/0(0,0,0)/1"},
+		{"waived and failed", list(profile("", control(waiver(`{"run":true}`), "passed"), control("", "failed"))), "", "failed 2/0/0/1(1,0,0)/1"},
+		{"skipped due to waiver", list(profile("", control(waiver(`{"skipped_due_to_waiver":true}`), "skipped"))), "", "waived 1/0/0/0(0,0,0)/1"},
+		{"an expired waiver leaves the results", list(profile("", control(waiver(`{"message":"Waiver expired on 2020-01-01","justification":"x"}`), "failed"))), "", "failed 1/0/0/1(1,0,0)/0"},
+		{"empty waiver data waives nothing", list(profile("", control(waiver(`{}`), "failed"))), "", "failed 1/0/0/1(1,0,0)/0"},
+		{"zero waiver fields waive nothing", list(profile("", control(waiver(`{"justification":"","run":false,"other":"x"}`), "skipped"))), "", "skipped 1/0/1/0(0,0,0)/0"},
+		{"null waiver data", list(profile("", control(waiver(`null`), "passed"))), "", "passed 1/1/0/0(0,0,0)/0"},
+		{"impacts", list(profile("",
+			control(`,"impact":0.39`, "failed"), control(`,"impact":0.4`, "failed"), control(`,"impact":0.69`, "failed"),
+			control(`,"impact":0.7`, "failed"), control(`,"impact":1`, "failed"), control(`,"impact":null`, "failed"))), "",
+			"failed 6/0/0/6(2,2,2)/0"},
+		{"impact is a float32: 0.399999999 is 0.4", list(profile("", control(`,"impact":0.399999999`, "failed"))), "", "failed 1/0/0/1(0,1,0)/0"},
+		{"no impact is 0: minor", list(profile("", control("", "failed"))), "", "failed 1/0/0/1(1,0,0)/0"},
+		{"a dependency counts in its wrapper only",
+			list(`{"name":"wrapper","depends":[{"name":"base"}],"controls":[{"id":"c1"},{"id":"c2","results":[{"status":"passed"}]}]}`,
+				`{"name":"base","controls":[{"id":"c1","results":[{"status":"failed"}]},{"id":"c2","results":[{"status":"failed"}]}]}`),
+			"", "failed 2/1/0/1(1,0,0)/0"},
+		{"empty results are results: nothing merged",
+			list(`{"name":"wrapper","depends":[{"name":"base"}],"controls":[{"id":"c1","results":[]}]}`,
+				`{"name":"base","controls":[{"id":"c1","results":[{"status":"failed"}]}]}`),
+			"", "passed 1/1/0/0(0,0,0)/0"},
+		{"a profile with a parent is not counted",
+			list(profile("", control("", "passed")), `{"name":"child","parent_profile":"p","controls":[`+control("", "failed")+`]}`),
+			"", "passed 1/1/0/0(0,0,0)/0"},
+		{"a dependency loop ends", list(`{"name":"a","depends":[{"name":"a"}],"controls":[{"id":"c"}]}`, profile("", control("", "passed"))),
+			"", "passed 1/1/0/0(0,0,0)/0"},
+		{"what is not a profile or control is skipped", `[1, "x", null, {"controls": 5}, {"controls": [7, {"results": 3}]}]`, "",
+			"passed 1/1/0/0(0,0,0)/0"},
 	}
 	for _, tt := range tests {
-		if got := ComplianceStatus([]byte(tt.profiles)); got != tt.want {
-			t.Errorf("%s: %s, want %s", tt.profiles, got, tt.want)
+		var problems []Warning
+		s := complianceSummary([]byte(tt.profiles), tt.status, "InSpec not found", &problems)
+		c := s.ControlsSums
+		got := fmt.Sprintf("%s %d/%d/%d/%d(%d,%d,%d)/%d", s.Status, c.Total, c.Passed.Total, c.Skipped.Total,
+			c.Failed.Total, c.Failed.Minor, c.Failed.Major, c.Failed.Critical, c.Waived.Total)
+		if got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+		if (s.StatusMessage != "") != (tt.status == "failed" && strings.HasPrefix(tt.want, "failed 0/")) {
+			t.Errorf("%s: status_message %q", tt.name, s.StatusMessage)
+		}
+	}
+}
+
+// The published body gains the summary as its last member, and loses any
+// the sender wrote, whatever its position.
+func TestPublishedSummary(t *testing.T) {
+	p := parsers(t)[ValidationCompatible]
+	const sum = `"compliance_summary":{"status":"failed","status_message":"x","controls_sums":{"total":0,"passed":{"total":0},"skipped":{"total":0},"failed":{"total":0,"minor":0,"major":0,"critical":0},"waived":{"total":0}},"profiles":[]}`
+	tests := []struct{ in, want string }{
+		{`{"node_name":"n","profiles":[],"status":"failed","status_message":"x"}`,
+			`{"node_name":"n","profiles":[],"status":"failed","status_message":"x",` + sum + `}`},
+		{"{\"node_name\":\"n\",\"profiles\":[],\"status\":\"failed\",\"status_message\":\"x\"}\n",
+			"{\"node_name\":\"n\",\"profiles\":[],\"status\":\"failed\",\"status_message\":\"x\"," + sum + "}\n"},
+		{`{"compliance_summary":{"status":"passed"}, "node_name":"n","profiles":[],"status":"failed","status_message":"x"}`,
+			`{"node_name":"n","profiles":[],"status":"failed","status_message":"x",` + sum + `}`},
+		{`{"node_name":"n","profiles":[],"status":"failed","status_message":"x" , "compliance_summary":1,"compliance_summary":2 }`,
+			`{"node_name":"n","profiles":[],"status":"failed","status_message":"x" ,` + sum + `}`},
+		{`{"node_name":"n","compliance_summary":1,"profiles":[],"compliance_summary":2,"status":"failed","status_message":"x","compliance_summary":3}`,
+			`{"node_name":"n","profiles":[],"status":"failed","status_message":"x",` + sum + `}`},
+	}
+	for _, tt := range tests {
+		m, err := p.Parse([]byte(tt.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.in, err)
+		}
+		got := m.(*Compliance).Published()
+		if string(got) != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.in, got, tt.want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("%s: not JSON", got)
 		}
 	}
 }
@@ -481,11 +650,26 @@ func TestStandInsAgreeWithFullDecode(t *testing.T) {
 			if !ok {
 				t.Fatalf("body %d not classified", i)
 			}
-			if _, err := p[mode].Parse(b); full != (err == nil) {
-				t.Errorf("%s, body %d: full decode valid=%v, Parse: %v", mode, i, full, err)
+			if valid := schemaValid(p[mode], b); full != valid {
+				t.Errorf("%s, body %d: full decode valid=%v, stand-ins %v", mode, i, full, valid)
 			}
 		}
 	}
+}
+
+// schemaValid is the schema's verdict through Parse: no error in strict, no
+// schema warning in compatible.
+func schemaValid(p *Parser, body []byte) bool {
+	m, err := p.Parse(body)
+	if p.Mode() == ValidationStrict || err != nil {
+		return err == nil
+	}
+	for _, w := range m.Warnings() {
+		if strings.HasPrefix(w.Reason, "schema_") {
+			return false
+		}
+	}
+	return true
 }
 
 func FuzzParse(f *testing.F) {
@@ -493,21 +677,23 @@ func FuzzParse(f *testing.F) {
 	f.Add(fixture(f, "05_action_node_delete_chef_server"))
 	f.Add([]byte(`{"event_type":"node_ping","node_name":"n","organization_name":null}`))
 	f.Add([]byte(`{"profiles":[{"controls":[{"results":[{"status":"failed"}]}]}],"node_name":"n"}`))
+	f.Add([]byte(`{"profiles":[{"name":"a","depends":[{"name":"a"}],"controls":[{"id":"c","waiver_data":{"run":true}}]}],"node_name":"n"}`))
 	ps := parsers(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for mode, p := range ps {
 			m, err := p.Parse(body)
-			// The stand-ins must not change the schema's verdict: Parse
-			// refuses what the schema refuses decoded, and accepts what it
-			// accepts unless a rule of every mode says otherwise.
-			if full, ok := validFull(t, p, body); ok {
+			// The stand-ins must not change the schema's verdict: strict
+			// refuses, and compatible warns of, what the schema refuses
+			// decoded.
+			if full, ok := validFull(t, p, body); ok && err == nil {
 				d, _ := document(body)
 				k, _ := Classify(body)
-				if !full && err == nil {
-					t.Fatalf("%s: the schema refuses %q decoded, Parse accepted it", mode, body)
+				valid := schemaValid(p, body)
+				if mode == ValidationCompatible && topicRules(k, d) == nil && full != valid {
+					t.Fatalf("%s: decoded, the schema says valid=%v of %q; Parse says %v", mode, full, body, valid)
 				}
-				if full && err != nil && rules(k, d) == nil {
-					t.Fatalf("%s: the schema accepts %q decoded, Parse refused it: %v", mode, body, err)
+				if mode == ValidationStrict && !full {
+					t.Fatalf("strict: the schema refuses %q decoded, Parse accepted it", body)
 				}
 			}
 			if err != nil {
@@ -517,11 +703,21 @@ func FuzzParse(f *testing.F) {
 				}
 				continue
 			}
+			if mode == ValidationOff && m.Warnings() != nil {
+				t.Fatalf("off warned: %v", m.Warnings())
+			}
+			for _, w := range m.Warnings() {
+				if !slices.Contains(Reasons, w.Reason) || w.Msg == "" {
+					t.Fatalf("%s: warning %+v", mode, w)
+				}
+			}
 			switch m := m.(type) {
 			case *RunConverge:
-				if !ValidNodeName(m.NodeName) || m.OrganizationName == "" || m.RunID == "" ||
-					(m.Status != "success" && m.Status != "failure") {
+				if m.NodeName == "" || (m.Status != "success" && m.Status != "failure") {
 					t.Fatalf("%s: accepted %+v", mode, m)
+				}
+				if mode == ValidationStrict && (!ValidNodeName(m.NodeName) || m.OrganizationName == "" || m.RunID == "") {
+					t.Fatalf("strict accepted %+v", m)
 				}
 				for _, r := range m.Resources {
 					if !json.Valid(r.Raw) {
@@ -529,11 +725,16 @@ func FuzzParse(f *testing.F) {
 					}
 				}
 			case *Compliance:
-				if m.Status != CompliancePassed && m.Status != ComplianceFailed && m.Status != ComplianceSkipped {
+				if !slices.Contains([]string{CompliancePassed, ComplianceFailed, ComplianceSkipped, ComplianceWaived}, m.Status) {
 					t.Fatalf("status %q", m.Status)
 				}
+				pub := m.Published()
+				var v map[string]json.RawMessage
+				if json.Valid(body) && (json.Unmarshal(pub, &v) != nil || v[SummaryKey] == nil) {
+					t.Fatalf("published %q: not an object with the summary", pub)
+				}
 			case *Action:
-				if m.EntityType == "" || m.Task == "" || m.EntityName == "" {
+				if m.EntityType == "" || m.Task == "" {
 					t.Fatalf("%+v", m)
 				}
 			}

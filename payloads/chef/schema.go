@@ -252,10 +252,14 @@ func decodeAll(v []byte) (any, error) {
 	return jsonschema.UnmarshalJSON(bytes.NewReader(v))
 }
 
-// validate checks the top-level members against s and returns the first
-// problem, by field path, as an *Error.
-func (s *schema) validate(d *doc) error {
-	top := make(map[string]any, len(d.members))
+// validate checks the top-level members against s and returns every
+// problem, sorted by field path; nil when the message is valid. With
+// nullOrg, a missing organization_name is validated as null.
+func (s *schema) validate(d *doc, nullOrg bool) []problem {
+	top := make(map[string]any, len(d.members)+1)
+	if nullOrg {
+		top["organization_name"] = nil
+	}
 	for _, m := range d.members {
 		child := s.shape.prop(m.Key)
 		var v any
@@ -266,7 +270,8 @@ func (s *schema) validate(d *doc) error {
 			v, err = instance(m.Value, child)
 		}
 		if err != nil {
-			return fieldError(m.Key, "invalid JSON in %s: %v", m.Key, err)
+			return []problem{{Warning{Field: m.Key, Reason: ReasonSchema,
+				Msg: fmt.Sprintf("invalid JSON in %s: %v", m.Key, err)}}}
 		}
 		top[m.Key] = v
 	}
@@ -276,15 +281,15 @@ func (s *schema) validate(d *doc) error {
 	}
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return &Error{Msg: "schema validation: " + err.Error()}
+		return []problem{{Warning{Reason: ReasonSchema, Msg: "schema validation: " + err.Error()}}}
 	}
-	return schemaProblem(verr, top, s.printer)
+	return schemaProblems(verr, top, s.printer)
 }
 
-// schemaProblem turns the validator's tree of errors into one *Error: the
-// leaf whose field sorts first, so that answers are deterministic.
-func schemaProblem(root *jsonschema.ValidationError, inst any, printer *message.Printer) *Error {
-	var leaves []*Error
+// schemaProblems turns the validator's tree of errors into its leaves,
+// sorted by field path then message, so that answers are deterministic.
+func schemaProblems(root *jsonschema.ValidationError, inst any, printer *message.Printer) []problem {
+	var leaves []problem
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -295,29 +300,47 @@ func schemaProblem(root *jsonschema.ValidationError, inst any, printer *message.
 		}
 		field := fieldPath(e.InstanceLocation, inst)
 		if req, ok := e.ErrorKind.(*kind.Required); ok && len(req.Missing) > 0 {
-			missing := slices.Sorted(slices.Values(req.Missing))
-			f := joinField(field, missing[0])
-			leaves = append(leaves, fieldError(f, "missing %s (required by the schema)", f))
+			for _, name := range slices.Sorted(slices.Values(req.Missing)) {
+				f := joinField(field, name)
+				leaves = append(leaves, problem{Warning{Field: f, Reason: ReasonRequired,
+					Msg: fmt.Sprintf("missing %s (required by the schema)", f)}})
+			}
 			return
 		}
 		msg := e.ErrorKind.LocalizedString(printer)
-		if field == "" {
-			leaves = append(leaves, &Error{Msg: "schema: " + msg})
-			return
+		w := Warning{Field: field, Reason: reasonOf(e.ErrorKind), Msg: "schema: " + msg}
+		if field != "" {
+			w.Msg = field + ": " + msg
 		}
-		leaves = append(leaves, fieldError(field, "%s: %s", field, msg))
+		leaves = append(leaves, problem{w})
 	}
 	walk(root)
 	if len(leaves) == 0 {
-		return &Error{Msg: "invalid against the schema"}
+		return []problem{{Warning{Reason: ReasonSchema, Msg: "invalid against the schema"}}}
 	}
-	slices.SortFunc(leaves, func(a, b *Error) int {
+	slices.SortFunc(leaves, func(a, b problem) int {
 		if c := strings.Compare(a.Field, b.Field); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Msg, b.Msg)
 	})
-	return leaves[0]
+	return leaves
+}
+
+// reasonOf names the schema keyword a leaf broke. The schemas' only format
+// is Chef's node name.
+func reasonOf(k jsonschema.ErrorKind) string {
+	switch k.(type) {
+	case *kind.Type:
+		return ReasonType
+	case *kind.Enum:
+		return ReasonEnum
+	case *kind.Pattern:
+		return ReasonPattern
+	case *kind.Format:
+		return ReasonNodeName
+	}
+	return ReasonSchema
 }
 
 // fieldPath writes an instance location as "resources[3].status", telling
