@@ -484,6 +484,12 @@ func checkServerReceiveMaximum(t *T, v byte) {
 	case d.ReasonCode != 0x93:
 		t.Errorf("%d unfinished QoS 2 publishes (Receive Maximum %d): DISCONNECT 0x%02x, want 0x93", rm+1, rm, d.ReasonCode)
 	}
+	c.mu.Lock()
+	recs := len(c.recs)
+	c.mu.Unlock()
+	if recs != rm {
+		t.Errorf("the server answered %d of the first %d QoS 2 publishes (within its Receive Maximum) with PUBREC before it disconnected; want all", recs, rm)
+	}
 }
 
 // checkWillDelay: the will waits for its Will Delay Interval, or for the
