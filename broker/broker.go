@@ -35,6 +35,7 @@ type Broker struct {
 	server  *mqtt.Server
 	inline  *mqtt.Client
 	auth    *authHook
+	gate    *gate
 	store   *storeHook
 	metrics *metrics
 
@@ -65,6 +66,10 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	caps.MaximumClientWritesPending = int32(cfg.MaxQueuedMessages)
 	caps.MaximumInflight = uint16(cfg.MaxInflight)
 	caps.MaximumPacketSize = uint32(cfg.MaxPacketSize)
+	caps.TopicAliasMaximum = uint16(cfg.MaxTopicAlias)
+	// Acks carry no properties of the packet they answer (mochi would echo
+	// a publisher's user properties in its PUBACK).
+	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	caps.MaximumMessageExpiryInterval = int64(cfg.MaxMessageExpiry.Seconds())
 	caps.MaximumSessionExpiryInterval = uint32(cfg.MaxSessionExpiry.Seconds())
 	server := mqtt.New(&mqtt.Options{
@@ -88,10 +93,23 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	}
 	b.inline = inline
 
-	b.auth = newAuthHook(log, b.metrics, newAccessPolicy(cfg.AllowAnonymous, cfg.Users))
+	b.gate = &gate{
+		connectTimeout: cfg.ConnectTimeout,
+		maxConnect:     int(cfg.MaxConnectSize),
+		hold:           int(cfg.ClientBuffer),
+		maxPacket:      int(cfg.MaxPacketSize),
+		metrics:        b.metrics,
+		log:            log,
+		disconnect:     func(cl *mqtt.Client, code packets.Code) { _ = server.DisconnectClient(cl, code) },
+	}
+	b.auth = newAuthHook(log, b.metrics, newAccessPolicy(cfg.AllowAnonymous, cfg.Users), cfg)
 	b.auth.server = server
+	b.gate.screen = b.auth.screen
 	if err := server.AddHook(b.auth, nil); err != nil {
 		return nil, fmt.Errorf("broker: auth hook: %w", err)
+	}
+	if err := server.AddHook(&protocolHook{maxPacketSize: uint32(cfg.MaxPacketSize), maxTopicAlias: uint16(cfg.MaxTopicAlias)}, nil); err != nil {
+		return nil, fmt.Errorf("broker: protocol hook: %w", err)
 	}
 	if err := server.AddHook(newDropHook(log, b.metrics), nil); err != nil {
 		return nil, fmt.Errorf("broker: drop hook: %w", err)
@@ -122,10 +140,11 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 		}
 	}()
 	for _, lc := range cfg.Listeners {
-		l, err := listen(lc)
+		inner, err := listen(lc)
 		if err != nil {
 			return nil, err
 		}
+		l := gatedListener{Listener: inner, gate: b.gate, server: server}
 		b.listeners[lc.Name] = l
 		if err := server.AddListener(l); err != nil {
 			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
