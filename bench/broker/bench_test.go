@@ -20,6 +20,7 @@ func TestSmokeMosquitto(t *testing.T) {
 	p.MosqPasswd = testkit.RequireCommand(t, "mosquitto_passwd")
 
 	p.Brokers = []string{nameMosquitto}
+	p.Shapes = []string{shapeWindowed}
 	p.QoS = []int{1}
 	p.Pubs, p.Subs = 1, 1
 	p.Duration = time.Second
@@ -60,7 +61,7 @@ func TestSmokeMosquitto(t *testing.T) {
 	if err := rep.WriteText(&out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "QoS 1 (medians over 1 rounds)") || !strings.Contains(out.String(), "mosquitto") {
+	if !strings.Contains(out.String(), "windowed shape, QoS 1 (medians over 1 rounds)") || !strings.Contains(out.String(), "mosquitto") {
 		t.Errorf("unexpected report:\n%s", out.String())
 	}
 	out.Reset()
@@ -70,8 +71,9 @@ func TestSmokeMosquitto(t *testing.T) {
 }
 
 // TestSmokeBoth runs the whole comparison at its smallest: cmd/broker built
-// and started with oursConfig(), mosquitto beside it, QoS 1 and 0, one short
-// round each, rate-limited so that it stays quick under -race. It checks the
+// and started with oursConfig(), mosquitto beside it, both shapes at QoS 1
+// and 0 (the waits shape with and without its subscriber), one short round
+// each, rate-limited so that it stays quick under -race. It checks the
 // plumbing and the report's ratio and target lines, not the figures.
 func TestSmokeBoth(t *testing.T) {
 	p := defaultParams()
@@ -83,11 +85,12 @@ func TestSmokeBoth(t *testing.T) {
 	p.Drain = 3 * time.Second
 	p.Rounds = 1
 	p.Rate = 2000
+	p.WaitsClients, p.WaitsCount = 2, 200
 	if err := p.validate(); err != nil {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	rep, err := run(ctx, p, &progress)
@@ -95,15 +98,29 @@ func TestSmokeBoth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Measurements) != 4 {
-		t.Fatalf("got %d measurements, want 4 (2 brokers x 2 QoS)", len(rep.Measurements))
+	if len(rep.Measurements) != 12 {
+		t.Fatalf("got %d measurements, want 12 (2 brokers x (4 waits + 2 windowed workloads))", len(rep.Measurements))
 	}
 	for _, m := range rep.Measurements {
-		if m.Received == 0 || m.PublishedTotal == 0 {
-			t.Errorf("%s QoS %d: published %d, received %d", m.Broker, m.QoS, m.PublishedTotal, m.Received)
+		w := m.workload()
+		if m.PublishedTotal == 0 || (m.Subs > 0 && m.Received == 0) {
+			t.Errorf("%s %s: published %d, received %d", m.Broker, w, m.PublishedTotal, m.Received)
 		}
 		if m.QoS == 1 && (m.Lost != 0 || m.Received != m.Expected) {
-			t.Errorf("%s QoS 1: lost %d, received %d of %d expected", m.Broker, m.Lost, m.Received, m.Expected)
+			t.Errorf("%s %s: lost %d, received %d of %d expected", m.Broker, w, m.Lost, m.Received, m.Expected)
+		}
+		if m.Shape != shapeWaits {
+			continue
+		}
+		if m.Incomplete != 0 || m.PublishedTotal != int64(p.WaitsClients*p.WaitsCount) {
+			t.Errorf("%s %s: %d clients incomplete, %d of %d published", m.Broker, w, m.Incomplete, m.PublishedTotal, p.WaitsClients*p.WaitsCount)
+		}
+		if m.PubRate <= 0 || m.ClientRateSum < m.PubRate*0.99 {
+			// Each client's own rate is at least the aggregate's share.
+			t.Errorf("%s %s: pub rate %.0f, client rate sum %.0f", m.Broker, w, m.PubRate, m.ClientRateSum)
+		}
+		if m.QoS == 1 && (m.AckP50 <= 0 || m.AckP99 < m.AckP50) {
+			t.Errorf("%s %s: PUBACK latency p50 %v p99 %v", m.Broker, w, m.AckP50, m.AckP99)
 		}
 	}
 
@@ -112,16 +129,23 @@ func TestSmokeBoth(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := out.String()
-	qos1, qos0, ok := strings.Cut(text, "\nQoS 0 (medians over 1 rounds)\n")
-	if !ok || !strings.Contains(qos1, "\nQoS 1 (medians over 1 rounds)\n") {
-		t.Fatalf("report lacks the QoS 1 and QoS 0 sections:\n%s", text)
-	}
-	for _, sec := range []struct{ name, text, target string }{
-		{"QoS 1", qos1, "QoS 1 target (>= 1.0 with no loss): "},
-		{"QoS 0", qos0, "QoS 0 target (>= 0.9): "},
+	for _, sec := range []struct{ head, target string }{
+		{"\nwaits shape, QoS 1, no subscriber: 2 clients x 200 msgs of 100 B (medians over 1 rounds)\n", "target (>= 1.0): "},
+		{"\nwaits shape, QoS 1, 1 subscriber on bench/#: ", "target (>= 1.0 with no loss): "},
+		{"\nwaits shape, QoS 0, no subscriber: ", "target (>= 1.0): "},
+		{"\nwaits shape, QoS 0, 1 subscriber on bench/#: ", "target (>= 1.0): "},
+		{"\nwindowed shape, QoS 1 (medians over 1 rounds)\n", "target (>= 1.5 with no loss): "},
+		{"\nwindowed shape, QoS 0 (medians over 1 rounds)\n", "target (>= 0.9): "},
 	} {
-		if !strings.Contains(sec.text, "ratio ours/mosquitto recv msgs/s: ") || !strings.Contains(sec.text, sec.target) {
-			t.Errorf("%s section lacks the ratio or the target line:\n%s", sec.name, sec.text)
+		_, rest, ok := strings.Cut(text, sec.head)
+		if !ok {
+			t.Errorf("report lacks %q:\n%s", sec.head, text)
+			continue
+		}
+		section, _, _ := strings.Cut(rest, "\nwindowed shape")
+		section, _, _ = strings.Cut(section, "\nwaits shape")
+		if !strings.Contains(section, "ratio ours/mosquitto ") || !strings.Contains(section, sec.target) {
+			t.Errorf("section %q lacks the ratio or the target line %q:\n%s", sec.head, sec.target, section)
 		}
 	}
 }

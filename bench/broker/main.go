@@ -1,9 +1,11 @@
 // Command broker benchmarks firehose's MQTT broker (cmd/broker, built on
 // mochi-mqtt) against Debian's mosquitto under identical load, in one run,
-// and prints the ratio of received messages per second.
+// in two shapes of load: mqtt-benchmark's (clients that each wait for every
+// PUBACK, optionally one subscriber) and a windowed fan-out (publishers with
+// in-flight windows, several subscribers). It prints the ratios.
 //
-//	go run ./bench/broker                 # default: QoS 1 then QoS 0, 3 rounds each
-//	go run ./bench/broker -qos 1 -rounds 5 -duration 20s
+//	go run ./bench/broker                 # default: both shapes, QoS 1 then QoS 0, 3 rounds each
+//	go run ./bench/broker -shapes waits -qos 1 -rounds 5
 //	go run ./bench/broker -ours-addr 127.0.0.1:1883 -user bench -pass secret
 //
 // See README.md in this directory.
@@ -33,8 +35,18 @@ const (
 
 // params are the command-line settings of one benchmark run.
 type params struct {
-	Brokers  []string      `json:"brokers"`
-	QoS      []int         `json:"qos"`
+	Brokers []string `json:"brokers"`
+	Shapes  []string `json:"shapes"`
+	QoS     []int    `json:"qos"`
+
+	// The waits shape (mqtt-benchmark's).
+	WaitsClients int           `json:"waits_clients"`
+	WaitsCount   int           `json:"waits_count"`
+	WaitsSize    int           `json:"waits_size"`
+	WaitsSubs    []int         `json:"waits_subs"`
+	WaitsTimeout time.Duration `json:"waits_timeout_ns"`
+
+	// The windowed shape.
 	Pubs     int           `json:"pubs"`
 	Subs     int           `json:"subs"`
 	Size     int           `json:"size"`
@@ -61,7 +73,13 @@ type params struct {
 func defaultParams() params {
 	return params{
 		Brokers:      []string{nameMosquitto, nameOurs},
+		Shapes:       []string{shapeWaits, shapeWindowed},
 		QoS:          []int{1, 0},
+		WaitsClients: 10,
+		WaitsCount:   20000,
+		WaitsSize:    100,
+		WaitsSubs:    []int{0, 1},
+		WaitsTimeout: 2 * time.Minute,
 		Pubs:         4,
 		Subs:         4,
 		Size:         256,
@@ -82,18 +100,24 @@ func main() { os.Exit(realMain()) }
 
 func realMain() int {
 	p := defaultParams()
-	var brokers, qos string
+	var brokers, shapes, qos, waitsSubs string
 	var jsonOut bool
 	flag.StringVar(&brokers, "brokers", "ours,mosquitto", "brokers to measure (comma-separated: ours, mosquitto); rounds always run mosquitto first, then ours")
+	flag.StringVar(&shapes, "shapes", "waits,windowed", "shapes of load to measure, in order: waits (mqtt-benchmark's: each client waits for every PUBACK), windowed (publishers with in-flight windows, fan-out to -subs)")
 	flag.StringVar(&qos, "qos", "1,0", "QoS levels to measure, in order: 0, 1 or 1,0")
-	flag.IntVar(&p.Pubs, "pubs", p.Pubs, "number of publishers (publisher i publishes to bench/<i>)")
-	flag.IntVar(&p.Subs, "subs", p.Subs, "number of subscribers (each subscribes to bench/#)")
-	flag.IntVar(&p.Size, "size", p.Size, fmt.Sprintf("payload bytes (min %d)", mqttload.MinPayload))
-	flag.DurationVar(&p.Duration, "duration", p.Duration, "publish phase per measurement")
+	flag.IntVar(&p.WaitsClients, "waits-clients", p.WaitsClients, "waits shape: number of publishing clients (client i publishes to bench/<i>)")
+	flag.IntVar(&p.WaitsCount, "waits-count", p.WaitsCount, "waits shape: messages per client")
+	flag.IntVar(&p.WaitsSize, "waits-size", p.WaitsSize, fmt.Sprintf("waits shape: payload bytes (min %d)", mqttload.MinPayload))
+	flag.StringVar(&waitsSubs, "waits-subs", "0,1", "waits shape: subscriber counts to measure, in order (each subscriber takes bench/# at the publishers' QoS)")
+	flag.DurationVar(&p.WaitsTimeout, "waits-timeout", p.WaitsTimeout, "waits shape: max publishing time of one measurement; clients not done by then are reported as incomplete")
+	flag.IntVar(&p.Pubs, "pubs", p.Pubs, "windowed shape: number of publishers (publisher i publishes to bench/<i>)")
+	flag.IntVar(&p.Subs, "subs", p.Subs, "windowed shape: number of subscribers (each subscribes to bench/#)")
+	flag.IntVar(&p.Size, "size", p.Size, fmt.Sprintf("windowed shape: payload bytes (min %d)", mqttload.MinPayload))
+	flag.DurationVar(&p.Duration, "duration", p.Duration, "windowed shape: publish phase per measurement")
 	flag.DurationVar(&p.Drain, "drain", p.Drain, "max drain phase after publishing, before counting lost messages")
-	flag.IntVar(&p.Rounds, "rounds", p.Rounds, "rounds per QoS; the report shows medians over rounds")
-	flag.IntVar(&p.Inflight, "inflight", p.Inflight, "max unacknowledged QoS 1 publishes per publisher")
-	flag.Float64Var(&p.Rate, "rate", 0, "msgs/s per publisher (0 = as fast as possible)")
+	flag.IntVar(&p.Rounds, "rounds", p.Rounds, "rounds per workload; the report shows medians over rounds")
+	flag.IntVar(&p.Inflight, "inflight", p.Inflight, "windowed shape: max unacknowledged QoS 1 publishes per publisher")
+	flag.Float64Var(&p.Rate, "rate", 0, "windowed shape: msgs/s per publisher (0 = as fast as possible)")
 	flag.StringVar(&p.User, "user", p.User, "MQTT username (also used for the brokers the benchmark starts)")
 	flag.StringVar(&p.Pass, "pass", p.Pass, "MQTT password (also used for the brokers the benchmark starts)")
 	flag.StringVar(&p.OursAddr, "ours-addr", "", "host:port of an already running firehose broker (default: build and start ./cmd/broker)")
@@ -113,7 +137,13 @@ func realMain() int {
 	if p.Brokers, err = parseBrokers(brokers); err != nil {
 		return prog.Fail(err)
 	}
+	if p.Shapes, err = parseShapes(shapes); err != nil {
+		return prog.Fail(err)
+	}
 	if p.QoS, err = parseQoS(qos); err != nil {
+		return prog.Fail(err)
+	}
+	if p.WaitsSubs, err = parseInts("waits-subs", waitsSubs, 0, 1); err != nil {
 		return prog.Fail(err)
 	}
 	if err := p.validate(); err != nil {
@@ -149,14 +179,21 @@ func parseBrokers(s string) ([]string, error) {
 	return out, nil
 }
 
-func parseQoS(s string) ([]int, error) {
+func parseShapes(s string) ([]string, error) {
+	return benchkit.ParseChoices("shapes", s, shapeWaits, shapeWindowed)
+}
+
+func parseQoS(s string) ([]int, error) { return parseInts("qos", s, 0, 1) }
+
+// parseInts parses a comma-separated list of integers in lo..hi.
+func parseInts(name, s string, lo, hi int) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
-		q, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || q < 0 || q > 1 {
-			return nil, fmt.Errorf("-qos: %q is not 0 or 1", f)
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < lo || n > hi {
+			return nil, fmt.Errorf("-%s: %q is not an integer in %d..%d", name, f, lo, hi)
 		}
-		out = append(out, q)
+		out = append(out, n)
 	}
 	return out, nil
 }
@@ -177,6 +214,12 @@ func (p params) validate() error {
 		return errors.New("-inflight must be in 1..65535")
 	case p.Rate < 0:
 		return errors.New("-rate must be >= 0")
+	case p.WaitsClients < 1 || p.WaitsCount < 1:
+		return errors.New("-waits-clients and -waits-count must be >= 1")
+	case p.WaitsSize < mqttload.MinPayload || p.WaitsSize > 1<<20:
+		return fmt.Errorf("-waits-size must be in %d..1 MiB", mqttload.MinPayload)
+	case p.WaitsTimeout <= 0:
+		return errors.New("-waits-timeout must be > 0")
 	}
 	return benchkit.CheckEnv("ours-env", p.OursEnv)
 }
@@ -302,23 +345,18 @@ func run(ctx context.Context, p params, progress io.Writer) (rep *report, err er
 		rep.Brokers = append(rep.Brokers, info)
 	}
 
-	for _, q := range p.QoS {
-		l := load{
-			Pubs: p.Pubs, Subs: p.Subs, QoS: byte(q), Size: p.Size,
-			Duration: p.Duration, Drain: p.Drain, Inflight: p.Inflight, Rate: p.Rate,
-		}
+	for _, w := range p.workloads() {
 		for r := 1; r <= p.Rounds; r++ {
 			for _, name := range p.Brokers { // mosquitto, ours, mosquitto, ours, ...
-				logOffset := targets[name].Proc.LogSize()
-				m, err := measure(ctx, targets[name], l, r)
+				tg := targets[name]
+				logOffset := tg.Proc.LogSize()
+				m, err := p.measure(ctx, tg, w, r)
 				if err != nil {
-					return nil, fmt.Errorf("QoS %d round %d: %w", q, r, err)
+					return nil, fmt.Errorf("%s round %d: %w", w, r, err)
 				}
-				fmt.Fprintf(progress, "qos %d round %d/%d %-9s pub %9.0f/s  recv %9.0f/s  lost %d  dup %d  p50 %s  p99 %s  broker cpu %s (%sµs/msg)  gen cpu %s  other cpu %s\n",
-					q, r, p.Rounds, name, m.PubRate, m.RecvRate, m.Lost, m.Dup, benchkit.FormatDuration(m.P50), benchkit.FormatDuration(m.P99),
-					benchkit.FormatPercent(m.BrokerCPU), benchkit.FormatMicros(m.BrokerUsPerMsg), benchkit.FormatPercent(m.GenCPU), benchkit.FormatPercent(m.OtherCPU))
-				if m.Lost > 0 {
-					for _, l := range targets[name].Proc.LogMatches(logOffset, "drop", 2) {
+				fmt.Fprintf(progress, "%s round %d/%d %-9s %s\n", w, r, p.Rounds, name, m.progressLine())
+				if m.Lost > 0 || m.Incomplete > 0 {
+					for _, l := range tg.Proc.LogMatches(logOffset, "drop", 2) {
 						fmt.Fprintf(progress, "    %s log: %s\n", name, l)
 					}
 				}
@@ -328,4 +366,70 @@ func run(ctx context.Context, p params, progress io.Writer) (rep *report, err er
 	}
 	rep.summarize()
 	return rep, nil
+}
+
+// workload is one kind of measurement: a shape, a QoS and, for the waits
+// shape, a number of subscribers.
+type workload struct {
+	Shape string `json:"shape"`
+	QoS   int    `json:"qos"`
+	Subs  int    `json:"subscribers"`
+}
+
+func (w workload) String() string {
+	if w.Shape == shapeWaits {
+		return fmt.Sprintf("waits qos %d subs %d", w.QoS, w.Subs)
+	}
+	return fmt.Sprintf("windowed qos %d", w.QoS)
+}
+
+// workloads lists what to measure, in order: per shape, per QoS, and per
+// subscriber count for the waits shape.
+func (p params) workloads() []workload {
+	var out []workload
+	for _, shape := range p.Shapes {
+		for _, q := range p.QoS {
+			if shape == shapeWindowed {
+				out = append(out, workload{Shape: shape, QoS: q, Subs: p.Subs})
+				continue
+			}
+			for _, s := range p.WaitsSubs {
+				out = append(out, workload{Shape: shape, QoS: q, Subs: s})
+			}
+		}
+	}
+	return out
+}
+
+// measure runs one measurement of w against tg.
+func (p params) measure(ctx context.Context, tg target, w workload, round int) (measurement, error) {
+	if w.Shape == shapeWaits {
+		return measureWaits(ctx, tg, waitsLoad{
+			Clients: p.WaitsClients, Count: p.WaitsCount, Size: p.WaitsSize, QoS: byte(w.QoS), Subs: w.Subs,
+			Timeout: p.WaitsTimeout, Drain: p.Drain,
+		}, round)
+	}
+	return measure(ctx, tg, load{
+		Pubs: p.Pubs, Subs: p.Subs, QoS: byte(w.QoS), Size: p.Size,
+		Duration: p.Duration, Drain: p.Drain, Inflight: p.Inflight, Rate: p.Rate,
+	}, round)
+}
+
+// progressLine is one measurement's figures for the progress output.
+func (m measurement) progressLine() string {
+	cpu := fmt.Sprintf("broker cpu %s (%sµs/msg)  gen cpu %s  other cpu %s",
+		benchkit.FormatPercent(m.BrokerCPU), benchkit.FormatMicros(m.BrokerUsPerMsg), benchkit.FormatPercent(m.GenCPU), benchkit.FormatPercent(m.OtherCPU))
+	if m.Shape == shapeWaits {
+		line := fmt.Sprintf("pub %9.0f/s (client sum %9.0f/s)  ack p50 %s p99 %s", m.PubRate, m.ClientRateSum,
+			benchkit.FormatDuration(m.AckP50), benchkit.FormatDuration(m.AckP99))
+		if m.Subs > 0 {
+			line += fmt.Sprintf("  received %d of %d  lost %d  dup %d", m.Received, m.Expected, m.Lost, m.Dup)
+		}
+		if m.Incomplete > 0 {
+			line += fmt.Sprintf("  INCOMPLETE: %d clients not done", m.Incomplete)
+		}
+		return line + "  " + cpu
+	}
+	return fmt.Sprintf("pub %9.0f/s  recv %9.0f/s  lost %d  dup %d  p50 %s  p99 %s  %s",
+		m.PubRate, m.RecvRate, m.Lost, m.Dup, benchkit.FormatDuration(m.P50), benchkit.FormatDuration(m.P99), cpu)
 }

@@ -32,15 +32,27 @@ type target struct {
 	Proc *benchkit.Proc // nil for an external broker
 }
 
-// measurement is the result of one (broker, qos, round).
+// measurement is the result of one (broker, workload, round).
 type measurement struct {
 	Broker string `json:"broker"`
+	Shape  string `json:"shape"` // shapeWindowed or shapeWaits
 	QoS    int    `json:"qos"`
+	Subs   int    `json:"subscribers"`
 	Round  int    `json:"round"`
 
-	// Published in the publish window: at PUBACK for QoS 1, at write for QoS 0.
+	// Published in the publish window: at PUBACK for QoS 1, at write for
+	// QoS 0 (waits shape: until the client's fence). The waits shape's
+	// window runs from the common start to the last client's last PUBACK.
 	PublishedInWindow int64   `json:"published_in_window"`
 	PubRate           float64 `json:"pub_msgs_per_sec"`
+	// Waits shape: the sum over clients of each one's count ÷ its own
+	// time, which is what mqtt-benchmark prints as "Total Bandwidth".
+	ClientRateSum float64 `json:"client_rate_sum,omitempty"`
+	// Waits shape: clients that had not finished when -waits-timeout passed.
+	Incomplete int `json:"incomplete_clients,omitempty"`
+	// Waits shape at QoS 1: publish-to-PUBACK latency.
+	AckP50 time.Duration `json:"ack_p50_ns,omitempty"`
+	AckP99 time.Duration `json:"ack_p99_ns,omitempty"`
 	// All messages that count as published by the end of the drain (acked
 	// for QoS 1, written for QoS 0); Expected = PublishedTotal × subscribers.
 	PublishedTotal int64 `json:"published_total"`
@@ -112,56 +124,142 @@ func (s *subscriber) onPublish(_, payload []byte, qos byte, now int64) {
 	s.recv.Add(1)
 }
 
-// measure runs one measurement: connect, subscribe, publish for l.Duration,
-// drain for up to l.Drain, disconnect, and account.
-func measure(ctx context.Context, tg target, l load, round int) (m measurement, err error) {
-	m = measurement{Broker: tg.Name, QoS: int(l.QoS), Round: round, BrokerCPU: -1, OtherCPU: -1, BrokerUsPerMsg: -1}
-	runID := rand.Uint32()
-	var clients []*mqttload.Client
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
-	dial := func(id string, queue int) (*mqttload.Client, error) {
-		c, err := mqttload.Dial(mqttload.Options{
-			Addr: tg.Addr, ClientID: id, Username: tg.User, Password: tg.Pass, QueueLen: queue,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s: connect %s: %w", tg.Name, id, err)
-		}
-		clients = append(clients, c)
-		return c, nil
-	}
+// conns are one measurement's connections to the broker under test.
+type conns struct {
+	tg        target
+	runID     uint32
+	keepAlive time.Duration // 0: the client's default
+	clients   []*mqttload.Client
+}
 
-	subs := make([]*subscriber, l.Subs)
+func (cs *conns) dial(id string, queue int) (*mqttload.Client, error) {
+	c, err := mqttload.Dial(mqttload.Options{
+		Addr: cs.tg.Addr, ClientID: id, Username: cs.tg.User, Password: cs.tg.Pass, QueueLen: queue, KeepAlive: cs.keepAlive,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: connect %s: %w", cs.tg.Name, id, err)
+	}
+	cs.clients = append(cs.clients, c)
+	return c, nil
+}
+
+// closeAll disconnects every client; afterwards the state their reader
+// goroutines own (subscriber tallies, PUBACK sets) is the caller's.
+func (cs *conns) closeAll() {
+	for _, c := range cs.clients {
+		c.Close()
+	}
+	cs.clients = nil
+}
+
+// subscribe connects n subscribers to bench/# at qos, each counting what it
+// gets from pubs publishers, and returns once every SUBACK granted qos.
+func (cs *conns) subscribe(n, pubs int, qos byte) ([]*subscriber, error) {
+	subs := make([]*subscriber, n)
 	for i := range subs {
-		c, err := dial(fmt.Sprintf("bench-%08x-s%d", runID, i), 64)
+		c, err := cs.dial(fmt.Sprintf("bench-%08x-s%d", cs.runID, i), 64)
 		if err != nil {
-			return m, err
+			return nil, err
 		}
-		s := &subscriber{c: c, runID: runID, qos: l.QoS, seen: make([]benchkit.Bitset, l.Pubs)}
+		s := &subscriber{c: c, runID: cs.runID, qos: qos, seen: make([]benchkit.Bitset, pubs)}
 		c.OnPublish = s.onPublish
 		c.Start()
 		subs[i] = s
 	}
 	for _, s := range subs {
-		granted, err := s.c.Subscribe("bench/#", l.QoS, 5*time.Second)
+		granted, err := s.c.Subscribe("bench/#", qos, 5*time.Second)
 		if err != nil {
-			return m, fmt.Errorf("%s: %w", tg.Name, err)
+			return nil, fmt.Errorf("%s: %w", cs.tg.Name, err)
 		}
-		if granted != l.QoS {
-			return m, fmt.Errorf("%s: subscribed at QoS %d, granted %d", tg.Name, l.QoS, granted)
+		if granted != qos {
+			return nil, fmt.Errorf("%s: subscribed at QoS %d, granted %d", cs.tg.Name, qos, granted)
 		}
 	}
+	return subs, nil
+}
 
+// published is what counts as published so far: PUBACKed at QoS 1,
+// written at QoS 0.
+func published(pubs []*mqttload.Publisher, qos byte) int64 {
+	var n int64
+	for _, p := range pubs {
+		if qos > 0 {
+			n += p.Acked()
+		} else {
+			n += p.Client().Written()
+		}
+	}
+	return n
+}
+
+// waitDelivered polls until the subscribers have received everything
+// published, or deadline.
+func waitDelivered(ctx context.Context, tg target, deadline time.Time, subs []*subscriber, pubs []*mqttload.Publisher, qos byte) error {
+	return benchkit.PollUntil(ctx, deadline, 2*time.Millisecond, tg.Proc, func() (bool, error) {
+		var received int64
+		for _, s := range subs {
+			received += s.recv.Load()
+		}
+		return received >= published(pubs, qos)*int64(len(subs)), nil
+	})
+}
+
+// account fills in what the publishers published and the subscribers got,
+// lost and got twice, and the delivery latency, once every client is
+// closed; t0 is the start of publishing.
+func (m *measurement) account(subs []*subscriber, pubs []*mqttload.Publisher, qos byte, t0 time.Time) {
+	var hist benchkit.Histogram
+	var last int64
+	for _, s := range subs {
+		m.Received += s.recv.Load()
+		m.Dup += s.dup
+		m.Foreign += s.other
+		m.WrongQoS += s.wrong
+		hist.Merge(&s.hist)
+		last = max(last, s.last)
+	}
+	for i, p := range pubs {
+		if qos > 0 {
+			m.PublishedTotal += p.Acked()
+			m.Unacked += int64(p.Sent()) - p.Acked()
+			m.UnexpectedAcks += p.UnexpectedAcks()
+		} else {
+			m.PublishedTotal += p.Client().Written()
+		}
+		for _, s := range subs {
+			if qos > 0 {
+				m.Lost += s.seen[i].CountMissing(p.AckedSet())
+			} else {
+				m.Lost += s.seen[i].CountMissingPrefix(uint64(p.Client().Written()))
+			}
+		}
+	}
+	m.Expected = m.PublishedTotal * int64(len(subs))
+	if last > 0 {
+		m.RecvSpan = time.Duration(last - t0.UnixNano())
+		m.RecvRate = float64(m.Received) / m.RecvSpan.Seconds()
+	}
+	m.P50, m.P99, m.Max = hist.Quantile(0.50), hist.Quantile(0.99), hist.Max()
+}
+
+// measure runs one measurement: connect, subscribe, publish for l.Duration,
+// drain for up to l.Drain, disconnect, and account.
+func measure(ctx context.Context, tg target, l load, round int) (m measurement, err error) {
+	m = measurement{Broker: tg.Name, Shape: shapeWindowed, QoS: int(l.QoS), Subs: l.Subs, Round: round,
+		BrokerCPU: -1, OtherCPU: -1, BrokerUsPerMsg: -1}
+	cs := &conns{tg: tg, runID: rand.Uint32()}
+	defer cs.closeAll()
+	subs, err := cs.subscribe(l.Subs, l.Pubs, l.QoS)
+	if err != nil {
+		return m, err
+	}
 	pubs := make([]*mqttload.Publisher, l.Pubs)
 	for i := range pubs {
-		c, err := dial(fmt.Sprintf("bench-%08x-p%d", runID, i), 256)
+		c, err := cs.dial(fmt.Sprintf("bench-%08x-p%d", cs.runID, i), 256)
 		if err != nil {
 			return m, err
 		}
-		c.SetPublishTemplate(fmt.Sprintf("bench/%d", i), mqttload.NewPayload(l.Size, i, runID))
+		c.SetPublishTemplate(fmt.Sprintf("bench/%d", i), mqttload.NewPayload(l.Size, i, cs.runID))
 		pubs[i] = mqttload.NewPublisher(c, l.QoS, l.Inflight, false)
 		c.Start()
 	}
@@ -174,13 +272,7 @@ func measure(ctx context.Context, tg target, l load, round int) (m measurement, 
 	if err != nil {
 		return m, err
 	}
-	for _, p := range pubs {
-		if l.QoS > 0 {
-			m.PublishedInWindow += p.Acked()
-		} else {
-			m.PublishedInWindow += p.Client().Written()
-		}
-	}
+	m.PublishedInWindow = published(pubs, l.QoS)
 	for _, s := range subs {
 		m.ReceivedInWindow += s.recv.Load()
 	}
@@ -205,74 +297,27 @@ func measure(ctx context.Context, tg target, l load, round int) (m measurement, 
 		}
 	}
 	err = benchkit.PollUntil(ctx, drainDeadline, 2*time.Millisecond, tg.Proc, func() (bool, error) {
-		final := true
-		var published int64
 		for _, p := range pubs {
-			if l.QoS > 0 {
-				published += p.Acked()
-				if p.Acked() < int64(p.Sent()) {
-					final = false
-				}
-			} else {
-				published += p.Client().Written()
+			if l.QoS > 0 && p.Acked() < int64(p.Sent()) {
+				return false, nil
 			}
 		}
-		var received int64
-		for _, s := range subs {
-			received += s.recv.Load()
-		}
-		return final && received >= published*int64(l.Subs), nil
+		return true, nil
 	})
 	if err != nil {
+		return m, err
+	}
+	if err := waitDelivered(ctx, tg, drainDeadline, subs, pubs, l.QoS); err != nil {
 		return m, err
 	}
 	m.Drain = time.Since(tEnd)
 
 	// Disconnect everything; after Close the reader-owned state is ours.
-	for _, c := range clients {
-		c.Close()
-	}
-	clients = nil
+	cs.closeAll()
 	fleet.Wait() // publishers blocked on a dead connection have returned now
 	if err := tg.Proc.Alive(); err != nil {
 		return m, err
 	}
-
-	var hist benchkit.Histogram
-	var last int64
-	for _, s := range subs {
-		m.Received += s.recv.Load()
-		m.Dup += s.dup
-		m.Foreign += s.other
-		m.WrongQoS += s.wrong
-		hist.Merge(&s.hist)
-		if s.last > last {
-			last = s.last
-		}
-	}
-	for i, p := range pubs {
-		if l.QoS > 0 {
-			m.PublishedTotal += p.Acked()
-			m.Unacked += int64(p.Sent()) - p.Acked()
-			m.UnexpectedAcks += p.UnexpectedAcks()
-		} else {
-			m.PublishedTotal += p.Client().Written()
-		}
-		for _, s := range subs {
-			if l.QoS > 0 {
-				m.Lost += s.seen[i].CountMissing(p.AckedSet())
-			} else {
-				m.Lost += s.seen[i].CountMissingPrefix(uint64(p.Client().Written()))
-			}
-		}
-	}
-	m.Expected = m.PublishedTotal * int64(l.Subs)
-	if last > 0 {
-		m.RecvSpan = time.Duration(last - t0.UnixNano())
-		m.RecvRate = float64(m.Received) / m.RecvSpan.Seconds()
-	}
-	m.P50 = hist.Quantile(0.50)
-	m.P99 = hist.Quantile(0.99)
-	m.Max = hist.Max()
+	m.account(subs, pubs, l.QoS, t0)
 	return m, nil
 }

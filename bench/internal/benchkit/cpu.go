@@ -14,6 +14,7 @@ import (
 // machine: what other engineers' tests took from the cores meanwhile.
 type CPUWindow struct {
 	pid         int
+	inProcess   bool // the system under test runs inside this process
 	proc0       time.Duration
 	procOK      bool
 	self0, sys0 time.Duration
@@ -43,6 +44,15 @@ func StartCPUWindow(pid int) CPUWindow {
 	return w
 }
 
+// StartCPUWindowInProcess is StartCPUWindow for a system under test that
+// runs inside this process (an in-process nats-server): its CPU is part of
+// Self, Proc is unknown, and Other is still measured.
+func StartCPUWindowInProcess() CPUWindow {
+	w := StartCPUWindow(0)
+	w.inProcess = true
+	return w
+}
+
 // End takes the second sample; elapsed is the window's length.
 func (w CPUWindow) End(elapsed time.Duration) CPUUse {
 	u := CPUUse{Proc: -1, Other: -1}
@@ -54,8 +64,8 @@ func (w CPUWindow) End(elapsed time.Duration) CPUUse {
 		u.Proc = 100 * float64(u.ProcTime) / float64(elapsed)
 	}
 	u.Self = 100 * float64(self1-w.self0) / float64(elapsed)
-	if w.sysOK && ok2 && u.Proc >= 0 {
-		u.Other = max(0, 100*float64(sys1-w.sys0)/float64(elapsed)-u.Proc-u.Self)
+	if w.sysOK && ok2 && (u.Proc >= 0 || w.inProcess) {
+		u.Other = max(0, 100*float64(sys1-w.sys0)/float64(elapsed)-max(u.Proc, 0)-u.Self)
 	}
 	return u
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -89,6 +90,26 @@ func (l *ListFlag) String() string { return strings.Join(*l, " ") }
 
 // Set appends v.
 func (l *ListFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// ParseChoices parses a comma-separated list of the flag -name whose
+// entries must each be one of allowed; the list keeps the order given.
+func ParseChoices(name, s string, allowed ...string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(allowed, f) {
+			return nil, fmt.Errorf("-%s: unknown value %q (want %s)", name, f, strings.Join(allowed, ", "))
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-%s: nothing selected", name)
+	}
+	return out, nil
+}
 
 // CheckEnv checks that each entry is KEY=VALUE, for a flag named flagName.
 func CheckEnv(flagName string, env []string) error {

@@ -78,6 +78,9 @@ type Client struct {
 	// OnPuback is called for each PUBACK received, on the reader goroutine.
 	// Set before Start.
 	OnPuback func(pid uint16)
+	// OnPingresp is called for each PINGRESP received, on the reader
+	// goroutine. Set before Start.
+	OnPingresp func()
 
 	subMu   sync.Mutex
 	subWait map[uint16]chan []byte // SUBACK waiters by packet id
@@ -360,6 +363,9 @@ func (c *Client) readLoop() {
 				}
 			}
 		case pktPingresp:
+			if c.OnPingresp != nil {
+				c.OnPingresp()
+			}
 		default:
 			c.fail(fmt.Errorf("mqtt: unexpected packet type %d", p.typ))
 			return
@@ -526,6 +532,12 @@ func (c *Client) SetPublishTemplate(topic string, payload []byte) {
 func (c *Client) Publish(qos byte, pid uint16, seq uint64) bool {
 	return c.enqueue(outMsg{kind: outPublish, qos: qos, pid: pid, seq: seq})
 }
+
+// Ping queues a PINGREQ. A broker handles a connection's packets in order,
+// so its PINGRESP (see OnPingresp) says that it has processed everything
+// this client sent before: a fence for QoS 0 publishing, which has no acks.
+// It returns false once the connection is dead.
+func (c *Client) Ping() bool { return c.enqueue(outMsg{kind: outPing}) }
 
 // FlushSync blocks until everything queued so far has been written to the
 // socket, the connection died, or the timeout passed.

@@ -93,3 +93,24 @@ func FuzzReadLoop(f *testing.F) {
 		readAll(input)
 	})
 }
+
+// TestCountedFenceIgnoresEarlyPingresps checks the QoS 0 fence: a PINGRESP
+// counts only once its publisher has sent the fence PINGREQ (a keepalive's
+// PINGRESP before that must not end the client's time).
+func TestCountedFenceIgnoresEarlyPingresps(t *testing.T) {
+	var f fence
+	f.onPingresp()
+	if f.at.Load() != 0 {
+		t.Fatal("a PINGRESP before the fence was taken for it")
+	}
+	f.sent.Store(true)
+	f.onPingresp()
+	first := f.at.Load()
+	if first == 0 {
+		t.Fatal("the fence's PINGRESP was not recorded")
+	}
+	f.onPingresp()
+	if f.at.Load() != first {
+		t.Error("a later PINGRESP moved the fence")
+	}
+}

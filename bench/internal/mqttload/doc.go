@@ -1,7 +1,9 @@
 // Package mqttload generates MQTT load for the benchmarks under bench/: a
 // minimal MQTT 3.1.1 client built for throughput, a QoS 0/1 publisher with
-// a bounded in-flight window that maps every PUBACK back to its message, the
-// payload layout publishers and subscribers agree on, and a readiness probe.
+// a bounded in-flight window that maps every PUBACK back to its message,
+// publishers that each publish a fixed count from one start (Counted:
+// mqtt-benchmark's shape with a window of 1), the payload layout publishers
+// and subscribers agree on, and a readiness probe.
 //
 // The client does just enough for a load generator: CONNECT/CONNACK
 // (username/password, clean session), PUBLISH at QoS 0/1, PUBACK in both

@@ -20,6 +20,8 @@ type Publisher struct {
 	sem   chan struct{} // QoS 1 in-flight window
 	sent  atomic.Uint64 // messages handed to the client, set when Run returns
 	acked atomic.Int64
+	limit uint64       // Run returns after this many messages; 0: no limit
+	last  atomic.Int64 // UnixNano of the last PUBACK
 
 	// QoS 1: packet id -> busy flag | sequence, so PUBACKs can be mapped to
 	// sequence numbers exactly.
@@ -48,6 +50,18 @@ func NewPublisher(c *Client, qos byte, inflight int, trackLatency bool) *Publish
 		c.OnPuback = p.onPuback
 	}
 	return p
+}
+
+// SetLimit makes Run return once it has handed n messages to the client
+// (0: no limit, the default). Call it before Run.
+func (p *Publisher) SetLimit(n uint64) { p.limit = n }
+
+// LastAck is when the last PUBACK arrived; zero before the first.
+func (p *Publisher) LastAck() time.Time {
+	if ns := p.last.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // Client is the publisher's connection.
@@ -80,9 +94,11 @@ func (p *Publisher) onPuback(pid uint16) {
 		p.unexpected++
 		return
 	}
+	now := time.Now().UnixNano()
 	if p.latency != nil {
-		p.latency.Record(time.Now().UnixNano() - sentAt)
+		p.latency.Record(now - sentAt)
 	}
+	p.last.Store(now)
 	p.ackedSet.Set(v &^ pidBusy)
 	p.acked.Add(1)
 	select {
@@ -91,8 +107,11 @@ func (p *Publisher) onPuback(pid uint16) {
 	}
 }
 
-// Run publishes until stop is closed or the connection dies; rate > 0 paces
-// it to that many msgs/s from t0 (catching up when behind).
+// Run publishes until stop is closed, the connection dies or it has sent
+// the limit (SetLimit); rate > 0 paces it to that many msgs/s from t0
+// (catching up when behind). With a window of 1 (NewPublisher's inflight),
+// each QoS 1 message waits for the PUBACK of the one before: the shape of
+// the widely used mqtt-benchmark.
 func (p *Publisher) Run(stop <-chan struct{}, t0 time.Time, rate float64) {
 	var pid uint16
 	var interval time.Duration
@@ -103,6 +122,10 @@ func (p *Publisher) Run(stop <-chan struct{}, t0 time.Time, rate float64) {
 		defer pace.Stop()
 	}
 	for seq := uint64(0); ; seq++ {
+		if p.limit > 0 && seq >= p.limit {
+			p.sent.Store(seq)
+			return
+		}
 		select {
 		case <-stop:
 			p.sent.Store(seq)
