@@ -108,6 +108,9 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	if err := server.AddHook(b.auth, nil); err != nil {
 		return nil, fmt.Errorf("broker: auth hook: %w", err)
 	}
+	if err := server.AddHook(&flowHook{maxQueued: cfg.MaxQueuedMessages, metrics: b.metrics, log: log}, nil); err != nil {
+		return nil, fmt.Errorf("broker: flow hook: %w", err)
+	}
 	if err := server.AddHook(&protocolHook{maxPacketSize: uint32(cfg.MaxPacketSize), maxTopicAlias: uint16(cfg.MaxTopicAlias)}, nil); err != nil {
 		return nil, fmt.Errorf("broker: protocol hook: %w", err)
 	}
@@ -194,25 +197,6 @@ func (b *Broker) AddHook(hook mqtt.Hook) error {
 		return fmt.Errorf("broker: hook %s: %w", hook.ID(), err)
 	}
 	return nil
-}
-
-// Deliver publishes a packet that a client sent, as the inline client: to
-// local subscribers and, if retained, to the retained store. The router's
-// hook uses it once a routed message is safe; hooks see the inline client
-// and skip it.
-func (b *Broker) Deliver(pk packets.Packet) error {
-	if pk.FixedHeader.Qos > 0 && pk.PacketID == 0 {
-		pk.PacketID = 1 // mochi checks that QoS > 0 packets carry an id
-	}
-	if err := b.server.InjectPacket(b.inline, pk); err != nil {
-		return fmt.Errorf("deliver %s: %w", pk.TopicName, err)
-	}
-	return nil
-}
-
-// Disconnect ends a client's connection, with a reason code for MQTT 5.
-func (b *Broker) Disconnect(cl *mqtt.Client, code packets.Code) error {
-	return b.server.DisconnectClient(cl, code)
 }
 
 // Publish publishes through the inline client. mochi hands each message to

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -275,6 +276,58 @@ type gatedConn struct {
 	spare []byte
 
 	held atomic.Int64 // bytes of a packet held back until it has arrived, for tests
+
+	// Write side: the client's Receive Maximum, if it announced one (see flow.go).
+	wmu  sync.Mutex
+	win  *window
+	werr error
+}
+
+// setWindow gives the connection a Receive Maximum window. It is called on
+// the reading goroutine (mochi's OnConnect), before mochi writes any PUBLISH.
+func (c *gatedConn) setWindow(w *window) {
+	c.wmu.Lock()
+	c.win = w
+	c.wmu.Unlock()
+	c.f.acks = c.acked
+}
+
+// Write writes what mochi's writer writes (whole packets), or, once the
+// client has its Receive Maximum unacknowledged, keeps it until acks free
+// places (acked).
+func (c *gatedConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.win == nil {
+		return c.Conn.Write(p)
+	}
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if now := c.win.admit(p); len(now) > 0 {
+		if _, err := c.Conn.Write(now); err != nil {
+			c.werr = err
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// acked is called by the framer, on the reading goroutine, for each
+// PUBACK, PUBREC and PUBCOMP the client sends, before mochi reads it:
+// what its window held and may now go is written, in one write.
+func (c *gatedConn) acked(typ byte, body []byte) {
+	id, ok := frees(typ, body)
+	if !ok {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if out := c.win.acked(id); len(out) > 0 && c.werr == nil {
+		if _, err := c.Conn.Write(out); err != nil {
+			c.werr = err
+		}
+	}
 }
 
 // SetClient records the mochi client that owns the connection.
@@ -392,6 +445,9 @@ func (c *gatedConn) tooLarge(err error) error {
 // released is state.
 type framer struct {
 	body int // bytes of the current packet's body still to pass
+	// acks, when set, is told of each PUBACK, PUBREC and PUBCOMP, which
+	// are then released whole (see gatedConn.acked).
+	acks func(typ byte, body []byte)
 }
 
 var errPacketTooLarge = errors.New("packet larger than broker.max_packet_size")
@@ -418,6 +474,14 @@ func (f *framer) advance(b []byte, g *gate) (int, error) {
 		}
 		if g.maxPacket > 0 && size+remaining > g.maxPacket {
 			return i, fmt.Errorf("%w: a packet of %d bytes, the limit is %d", errPacketTooLarge, size+remaining, g.maxPacket)
+		}
+		if typ := b[i] >> 4; f.acks != nil && (typ == packets.Puback || typ == packets.Pubrec || typ == packets.Pubcomp) {
+			if len(b)-i < size+remaining {
+				return i, nil // an ack is read whole
+			}
+			f.acks(typ, b[i+size:i+size+remaining])
+			i += size + remaining
+			continue
 		}
 		if remaining <= g.hold {
 			i += size

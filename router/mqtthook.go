@@ -24,25 +24,37 @@ const SourceMQTT = "mqtt"
 
 // Broker is what the hook needs of the embedded broker.
 type Broker interface {
-	// Deliver publishes a packet to local subscribers (and the retained
-	// store) as the bridge's inline client, which the hook skips.
-	Deliver(pk packets.Packet) error
-	// Disconnect ends a client's connection, with a reason code for MQTT 5.
-	Disconnect(cl *mqtt.Client, code packets.Code) error
+	// Release hands a publish the hook took from mochi (with
+	// ErrRejectPacket) back to mochi, as the client cl that sent it, to be
+	// retained, delivered and acked by mochi's own path, or with drop only
+	// acked. Release calls the hook's OnPublish again, for the same packet.
+	Release(cl *mqtt.Client, pk packets.Packet, drop bool) error
+	// Released reports whether pk, seen in OnPublish, came back through
+	// Release (and whether it is to be dropped), and removes its mark.
+	Released(pk *packets.Packet) (released, drop bool)
 }
 
 // Hook routes what MQTT clients publish to the embedded broker, in the
-// publish path, so that a QoS 1 PUBACK means the message is safe on every
-// required route.
+// publish path, so that a PUBACK (a PUBREC at QoS 2) means the message is
+// safe on every required route.
 //
-// A client's QoS 0 and 1 messages that need routing go through a per-client
-// pipeline instead of blocking mochi's read loop one sink round trip per
-// message: the hook takes the message from mochi (which then neither acks
-// nor delivers it), the pipeline routes messages in batches, and then, in
-// arrival order, delivers each to local subscribers and sends its PUBACK.
-// At most maxUnacked messages per client wait; beyond that the hook blocks
-// the client's reads, which is the back-pressure. QoS 2 keeps mochi's own
-// handshake and is routed synchronously.
+// A client's messages that need routing go through a per-client pipeline
+// instead of blocking mochi's read loop one sink round trip per message:
+// the hook takes the message from mochi (which then neither acks nor
+// delivers it), the pipeline routes messages in batches, and then, in
+// arrival order, gives each back to mochi as the client that sent it
+// (Broker.Release), so that mochi retains it, delivers it and acks it
+// exactly as it would have (see broker/release.go for why this is the one
+// way to defer an ack with mochi's hooks). At most maxUnacked messages per
+// client wait; beyond that the hook blocks the client's reads, which is the
+// back-pressure.
+//
+// When a message cannot be made safe, the sender is told as its protocol
+// allows: an MQTT 5 client gets PUBACK (or PUBREC) "quota exceeded" (0x97);
+// an MQTT 3.1.1 client, which has no negative ack, is disconnected (its
+// connection closed, without a DISCONNECT packet, which 3.1.1 does not
+// define from a server) and resends when it reconnects. QoS 0 messages
+// promise nothing and are delivered locally either way.
 //
 // The bridge's own inline client is skipped: the bridge's publisher has
 // already routed its messages.
@@ -94,9 +106,16 @@ func (h *Hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.sessions.Store(cl.ID, e)
 }
 
-// OnPublish routes one message from an MQTT client.
+// OnPublish takes a message from an MQTT client that a route wants into the
+// client's pipeline, and lets through the messages the pipeline gives back.
 func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	if cl.Net.Inline || len(h.router.routes) == 0 {
+		return pk, nil
+	}
+	if released, drop := h.broker.Released(&pk); released {
+		if drop {
+			return pk, packets.CodeSuccessIgnore // acked, and delivered nowhere
+		}
 		return pk, nil
 	}
 	p := h.pipelineFor(cl)
@@ -112,12 +131,11 @@ func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		bus.HeaderSource:     SourceMQTT,
 		bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
 	}
-	if pk.FixedHeader.Qos == 2 {
-		return h.routeNow(cl, pk, msg)
-	}
-	pk.Properties.TopicAliasFlag, pk.Properties.TopicAlias = false, 0 // the name is resolved already
+	// mochi resolved the topic alias already; the packet goes back without
+	// one, or mochi would set it again when it is released.
+	pk.Properties.TopicAliasFlag, pk.Properties.TopicAlias = false, 0
 	p.push(item{pk: pk, msg: msg})
-	return pk, packets.ErrRejectPacket // the pipeline acks and delivers
+	return pk, packets.ErrRejectPacket // the pipeline releases it once routed
 }
 
 // OnDisconnect lets the client's pipeline finish what it holds and stop,
@@ -155,29 +173,6 @@ func (h *Hook) sessionFor(cl *mqtt.Client) *session {
 	return newSession()
 }
 
-// routeNow routes a QoS 2 message before mochi continues its handshake.
-// When it cannot be made safe, an MQTT 5 client gets a PUBREC with reason
-// "Quota exceeded", which ends the QoS 2 exchange without the message (mochi
-// itself would answer an error from OnPublish with a PUBACK, which is not a
-// QoS 2 packet); an MQTT 3.1.1 client is disconnected and resends.
-func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (packets.Packet, error) {
-	if err := h.router.Route(context.Background(), msg); err != nil {
-		h.refused(cl, pk, err)
-		if cl.Properties.ProtocolVersion == 5 {
-			_ = cl.WritePacket(packets.Packet{
-				FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
-				PacketID:    pk.PacketID,
-				ReasonCode:  packets.ErrQuotaExceeded.Code,
-				Properties:  packets.Properties{ReasonString: packets.ErrQuotaExceeded.Reason},
-			})
-			return pk, packets.ErrRejectPacket
-		}
-		_ = h.broker.Disconnect(cl, packets.ErrServerBusy)
-		return pk, packets.ErrRejectPacket
-	}
-	return pk, nil
-}
-
 func (h *Hook) refused(cl *mqtt.Client, pk packets.Packet, err error) {
 	h.rejected.Inc()
 	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).
@@ -201,13 +196,12 @@ type item struct {
 	msg bus.Message
 }
 
-// pipeline carries one client's messages from OnPublish to PUBACK.
+// pipeline carries one client's messages from OnPublish to their release.
 type pipeline struct {
 	hook    *Hook
 	cl      *mqtt.Client
 	session *session
-	slots   chan struct{} // one per message not yet acked; full blocks the client's reads
-	acks    bytes.Buffer  // the PUBACKs of the batch being acked; only run uses it
+	slots   chan struct{} // one per message not yet released; full blocks the client's reads
 	msgs    []bus.Message // the batch's messages, for Route; only run uses it
 
 	mu     sync.Mutex
@@ -266,11 +260,8 @@ func (p *pipeline) take(spare []item) []item {
 	}
 }
 
-// run routes batches and then, in arrival order, delivers each message
-// locally and acks it. A batch that cannot be made safe is refused: MQTT 5
-// clients get PUBACKs with a reason code, MQTT 3.1.1 clients are
-// disconnected without acks and resend when they reconnect. QoS 0 messages
-// promise nothing and are delivered locally either way.
+// run routes batches and then, in arrival order, releases each message to
+// mochi, or refuses it.
 func (p *pipeline) run() {
 	h := p.hook
 	var batch []item
@@ -285,62 +276,46 @@ func (p *pipeline) run() {
 		}
 		err := h.router.Route(context.Background(), p.msgs...) // Route keeps no reference to p.msgs
 		clear(p.msgs)
-		v5 := p.cl.Properties.ProtocolVersion == 5
 		if err != nil {
 			h.refused(p.cl, batch[0].pk, err)
 		}
-		p.acks.Reset()
+		disconnect := false
 		for _, it := range batch {
-			if err == nil || it.pk.FixedHeader.Qos == 0 {
-				if derr := h.broker.Deliver(it.pk); derr != nil {
-					h.router.log.Debug().Err(derr).Str("topic", it.pk.TopicName).Msg("local delivery failed")
+			switch {
+			case err == nil || it.pk.FixedHeader.Qos == 0:
+				if rerr := h.broker.Release(p.cl, it.pk, false); rerr != nil {
+					// The client has gone: it never got its ack, and resends
+					// the message if its session lives on.
+					h.router.log.Debug().Err(rerr).Str("client", p.cl.ID).Str("topic", it.pk.TopicName).Msg("releasing a routed publish failed")
 				}
-			}
-			if it.pk.FixedHeader.Qos == 1 && (err == nil || v5) {
-				p.appendAck(it.pk.PacketID, err != nil)
+			case p.cl.Properties.ProtocolVersion == 5:
+				p.refuse(it.pk, packets.ErrQuotaExceeded)
+			default:
+				disconnect = true
 			}
 		}
-		p.writeAcks()
 		for range batch {
 			<-p.slots
 		}
-		if err != nil && !v5 {
-			_ = h.broker.Disconnect(p.cl, packets.ErrServerBusy)
+		if disconnect {
+			p.cl.Stop(packets.ErrServerBusy) // closed, with no DISCONNECT: 3.1.1 has none from a server
 		}
 	}
 }
 
-// appendAck encodes a PUBACK into p.acks, with the quota-exceeded reason
-// code when refused, as mochi's WritePacket would encode it for this client.
-func (p *pipeline) appendAck(id uint16, refused bool) {
+// refuse answers an MQTT 5 publish with a PUBACK (QoS 1) or PUBREC (QoS 2,
+// which ends the exchange) carrying code, through mochi's writer.
+func (p *pipeline) refuse(pk packets.Packet, code packets.Code) {
 	ack := packets.Packet{
-		FixedHeader:     packets.FixedHeader{Type: packets.Puback},
-		PacketID:        id,
-		ProtocolVersion: p.cl.Properties.ProtocolVersion,
+		FixedHeader: packets.FixedHeader{Type: packets.Puback},
+		PacketID:    pk.PacketID,
+		ReasonCode:  code.Code,
+		Properties:  packets.Properties{ReasonString: code.Reason},
 	}
-	if refused {
-		ack.ReasonCode = packets.ErrQuotaExceeded.Code
-		ack.Properties.ReasonString = packets.ErrQuotaExceeded.Reason
+	if pk.FixedHeader.Qos == 2 {
+		ack.FixedHeader.Type = packets.Pubrec
 	}
-	// [MQTT-3.1.2-29]: no reason string if the client asked for no problem information.
-	ack.Mods.DisallowProblemInfo = p.cl.Properties.Props.RequestProblemInfoFlag && p.cl.Properties.Props.RequestProblemInfo == 0
-	_ = ack.PubackEncode(&p.acks) // writing to a bytes.Buffer cannot fail
-}
-
-// writeAcks sends a batch's PUBACKs in one write instead of one write(2)
-// per PUBACK through mochi's WritePacket, which costs the bridge and the
-// client a system call per message. It takes the client's lock, as
-// WritePacket does, so that packets are never interleaved. Unlike
-// WritePacket it runs no OnPacketEncode/OnPacketSent hooks (the bridge has
-// none for PUBACKs) and leaves mochi's bytes/packets sent counters alone.
-// A failed write means the client is gone; it will resend.
-func (p *pipeline) writeAcks() {
-	if p.acks.Len() == 0 || p.cl.Closed() || p.cl.Net.Conn == nil {
-		return
-	}
-	p.cl.Lock()
-	defer p.cl.Unlock()
-	_, _ = p.cl.Net.Conn.Write(p.acks.Bytes())
+	_ = p.cl.WritePacket(ack) // a failure means the client has gone; it resends
 }
 
 // sessionEntry is the hook's record of the MQTT session of one client id.

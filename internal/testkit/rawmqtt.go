@@ -183,14 +183,21 @@ func (c *Raw) NextErr() (packets.Packet, error) {
 // Subscribe subscribes to filter at qos and fails the test unless it is granted.
 func (c *Raw) Subscribe(id uint16, filter string, qos byte) {
 	c.t.Helper()
+	c.SubscribeTo(id, packets.Subscription{Filter: filter, Qos: qos})
+}
+
+// SubscribeTo makes one subscription, with MQTT 5's options (No Local,
+// Retain As Published, Retain Handling), and fails the test unless it is granted.
+func (c *Raw) SubscribeTo(id uint16, sub packets.Subscription) {
+	c.t.Helper()
 	c.Send(packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1},
 		PacketID:    id,
-		Filters:     packets.Subscriptions{{Filter: filter, Qos: qos}},
+		Filters:     packets.Subscriptions{sub},
 	})
 	ack := c.Next()
 	if ack.FixedHeader.Type != packets.Suback || len(ack.ReasonCodes) != 1 || ack.ReasonCodes[0] >= 0x80 {
-		c.t.Fatalf("subscribe %s: got packet type %d, codes %v", filter, ack.FixedHeader.Type, ack.ReasonCodes)
+		c.t.Fatalf("subscribe %s: got packet type %d, codes %v", sub.Filter, ack.FixedHeader.Type, ack.ReasonCodes)
 	}
 }
 
