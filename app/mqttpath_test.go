@@ -2,6 +2,7 @@ package app
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -111,10 +112,13 @@ func TestRoutedPublishesKeepMochisSemantics(t *testing.T) {
 	}, "the retained message with a 1 s expiry to expire")
 }
 
-// TestUnroutableMQTT311PublishIsClosedWithoutDisconnect: MQTT 3.1.1 defines
-// no DISCONNECT from a server; a publish that cannot be made safe ends the
-// connection without one, and without a PUBACK, so the client resends.
-func TestUnroutableMQTT311PublishIsClosedWithoutDisconnect(t *testing.T) {
+// TestUnroutablePublishesAreRefused: when a publish cannot be made safe
+// (the outbox is full), an MQTT 5 client gets PUBACK 0x97, and an MQTT
+// 3.1.1 client, which has no negative ack and no DISCONNECT from a server,
+// gets its connection closed with nothing sent, so that it resends. Both
+// for a publish that is all its client sent (routed in OnPublish) and for a
+// burst (routed by the pipeline).
+func TestUnroutablePublishesAreRefused(t *testing.T) {
 	srv := testnats.Start(t)
 	cfg := routedConfig(t, srv.URL())
 	cfg.Routes[0].OutboxMaxBytes = 1 << 20
@@ -128,10 +132,44 @@ func TestUnroutableMQTT311PublishIsClosedWithoutDisconnect(t *testing.T) {
 	for err := error(nil); err == nil; {
 		err = b.Publisher().Publish(context.Background(), bus.Message{Topic: "fill/up", QoS: 1})
 	}
-	c := testkit.DialRaw(t, b.Broker().Addr("mqtt"))
-	c.Connect(4, testkit.ConnectOptions{Username: "pub", Password: "pw", Clean: true})
-	c.Send(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, PacketID: 1, TopicName: "sensors/v3", Payload: []byte("unsafe")})
-	if got := c.WaitClosed(); len(got) != 0 {
-		t.Fatalf("the MQTT 3.1.1 client got %+v before the connection closed, want nothing", got)
+	publish := func(id uint16) packets.Packet {
+		return packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, PacketID: id, TopicName: "sensors/x", Payload: []byte("unsafe")}
+	}
+	for _, burst := range []int{1, 3} {
+		c := testkit.DialRaw(t, b.Broker().Addr("mqtt"))
+		c.Connect(5, testkit.ConnectOptions{Username: "pub", Password: "pw", Clean: true})
+		var all bytes.Buffer
+		for i := 1; i <= burst; i++ {
+			pk := publish(uint16(i))
+			pk.ProtocolVersion = 5
+			if err := pk.PublishEncode(&all); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Conn.Write(all.Bytes()); err != nil { // in one write: the later ones wait to be read
+			t.Fatal(err)
+		}
+		for i := 1; i <= burst; i++ {
+			if ack := c.Next(); ack.FixedHeader.Type != packets.Puback || ack.ReasonCode != packets.ErrQuotaExceeded.Code {
+				t.Fatalf("MQTT 5, a burst of %d: got type %d reason %#x, want PUBACK 0x97", burst, ack.FixedHeader.Type, ack.ReasonCode)
+			}
+		}
+
+		c3 := testkit.DialRaw(t, b.Broker().Addr("mqtt"))
+		c3.Connect(4, testkit.ConnectOptions{Username: "pub", Password: "pw", Clean: true})
+		all.Reset()
+		for i := 1; i <= burst; i++ {
+			pk := publish(uint16(i))
+			pk.ProtocolVersion = 4
+			if err := pk.PublishEncode(&all); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c3.Conn.Write(all.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if got := c3.WaitClosed(); len(got) != 0 {
+			t.Fatalf("MQTT 3.1.1, a burst of %d: got %+v before the connection closed, want nothing", burst, got)
+		}
 	}
 }

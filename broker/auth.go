@@ -136,11 +136,14 @@ func newAuthHook(log zerolog.Logger, m *metrics, policy *accessPolicy, cfg Confi
 // ID names the hook in mochi's logs.
 func (h *authHook) ID() string { return "firehose-auth" }
 
-// Provides lists the events the hook handles.
+// Provides lists the events the hook handles. mochi asks it for every
+// event of every packet, so it is a switch.
 func (h *authHook) Provides(b byte) bool {
-	return bytes.IndexByte([]byte{
-		mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPacketRead, mqtt.OnPublish,
-	}, b) >= 0
+	switch b {
+	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPacketRead, mqtt.OnPublish:
+		return true
+	}
+	return false
 }
 
 // OnConnect admits or refuses a connection, answering with its own
@@ -352,6 +355,9 @@ func (h *authHook) remember(acct *account, password []byte) {
 // answers the publishes that mochi would drop without a word: $SYS topics,
 // and QoS 0 publishes an MQTT 5 client may not make.
 func (h *authHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if gc, ok := cl.Net.Conn.(*gatedConn); ok {
+		gc.taken++ // see gatedConn.inputPending
+	}
 	if pk.FixedHeader.Type != packets.Publish {
 		return pk, nil
 	}

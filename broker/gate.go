@@ -198,7 +198,7 @@ func (g *gate) admit(c net.Conn) (*gatedConn, error) {
 	if err := c.SetWriteDeadline(time.Time{}); err != nil {
 		return nil, err
 	}
-	gc := &gatedConn{Conn: c, g: g, version: version, pend: buf, rel: total}
+	gc := &gatedConn{Conn: c, g: g, version: version, pend: buf, rel: total, f: framer{packets: 1}}
 	return gc, nil
 }
 
@@ -275,12 +275,65 @@ type gatedConn struct {
 	err   error // the read error to return once nothing more can be handed out
 	spare []byte
 
-	held atomic.Int64 // bytes of a packet held back until it has arrived, for tests
+	held     atomic.Int64 // bytes of a packet held back until it has arrived, for tests
+	deadline atomic.Int64 // the deadline set last, UnixNano; 0 for none
 
-	// Write side: the client's Receive Maximum, if it announced one (see flow.go).
-	wmu  sync.Mutex
-	win  *window
-	werr error
+	// taken counts the packets mochi has read (the auth hook's
+	// OnPacketRead), against the framer's count of those handed to it.
+	taken int
+
+	// Write side: the client's Receive Maximum, if it announced one (see
+	// flow.go), and a cork (see Batch).
+	wmu    sync.Mutex
+	win    *window
+	werr   error
+	corked int
+	wbuf   []byte
+}
+
+// inputPending reports whether mochi holds packets of this client that it
+// has not read yet (a client that sends before it is answered). Only the
+// reading goroutine calls it.
+func (c *gatedConn) inputPending() bool { return c.f.packets > c.taken }
+
+// cork makes the connection keep what is written until uncork, so that
+// what mochi writes in a row (the PUBACKs of a batch the router releases)
+// leaves in one write. Writes stay in order: every write goes through the
+// same buffer meanwhile.
+func (c *gatedConn) cork() {
+	c.wmu.Lock()
+	c.corked++
+	c.wmu.Unlock()
+}
+
+func (c *gatedConn) uncork() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.corked--; c.corked > 0 || len(c.wbuf) == 0 {
+		return
+	}
+	c.writeLocked(c.wbuf)
+	if cap(c.wbuf) > 64<<10 {
+		c.wbuf = nil
+	} else {
+		c.wbuf = c.wbuf[:0]
+	}
+}
+
+// writeLocked writes p now, or into the cork's buffer; the caller holds wmu.
+func (c *gatedConn) writeLocked(p []byte) error {
+	if c.werr != nil {
+		return c.werr
+	}
+	if c.corked > 0 {
+		c.wbuf = append(c.wbuf, p...)
+		return nil
+	}
+	if _, err := c.Conn.Write(p); err != nil {
+		c.werr = err
+		return err
+	}
+	return nil
 }
 
 // setWindow gives the connection a Receive Maximum window. It is called on
@@ -298,15 +351,15 @@ func (c *gatedConn) setWindow(w *window) {
 func (c *gatedConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.win == nil {
+	if c.win == nil && c.corked == 0 {
 		return c.Conn.Write(p)
 	}
-	if c.werr != nil {
-		return 0, c.werr
+	now := p
+	if c.win != nil {
+		now = c.win.admit(p)
 	}
-	if now := c.win.admit(p); len(now) > 0 {
-		if _, err := c.Conn.Write(now); err != nil {
-			c.werr = err
+	if len(now) > 0 {
+		if err := c.writeLocked(now); err != nil {
 			return 0, err
 		}
 	}
@@ -323,11 +376,31 @@ func (c *gatedConn) acked(typ byte, body []byte) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if out := c.win.acked(id); len(out) > 0 && c.werr == nil {
-		if _, err := c.Conn.Write(out); err != nil {
-			c.werr = err
-		}
+	if out := c.win.acked(id); len(out) > 0 {
+		_ = c.writeLocked(out)
 	}
+}
+
+// deadlineSlack is how much later than asked a connection's deadline may
+// be. mochi moves the deadline forward before every packet it reads (the
+// keepalive); the connection passes a move on only once the deadline it
+// set has less than this left, and then sets it this much later, so a
+// busy client costs a timer update per slack rather than per packet, and
+// a silent one is closed no earlier than mochi asked.
+const deadlineSlack = time.Second
+
+// SetDeadline sets the read and write deadline, with deadlineSlack.
+func (c *gatedConn) SetDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.deadline.Store(0)
+		return c.Conn.SetDeadline(t)
+	}
+	if set := c.deadline.Load(); set != 0 && t.UnixNano() <= set {
+		return nil
+	}
+	t = t.Add(deadlineSlack)
+	c.deadline.Store(t.UnixNano())
+	return c.Conn.SetDeadline(t)
 }
 
 // SetClient records the mochi client that owns the connection.
@@ -444,7 +517,8 @@ func (c *gatedConn) tooLarge(err error) error {
 // to it again, longer, on the next call: only the body of a packet already
 // released is state.
 type framer struct {
-	body int // bytes of the current packet's body still to pass
+	body    int // bytes of the current packet's body still to pass
+	packets int // packets handed on so far
 	// acks, when set, is told of each PUBACK, PUBREC and PUBCOMP, which
 	// are then released whole (see gatedConn.acked).
 	acks func(typ byte, body []byte)
@@ -481,17 +555,20 @@ func (f *framer) advance(b []byte, g *gate) (int, error) {
 			}
 			f.acks(typ, b[i+size:i+size+remaining])
 			i += size + remaining
+			f.packets++
 			continue
 		}
 		if remaining <= g.hold {
 			i += size
 			f.body = remaining
+			f.packets++
 			continue
 		}
 		if len(b)-i < size+remaining {
 			return i, nil // hold it until all of it has arrived
 		}
 		i += size + remaining
+		f.packets++
 	}
 	return i, nil
 }

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"sync/atomic"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -115,9 +114,7 @@ func newDropHook(log zerolog.Logger, m *metrics) *dropHook {
 
 func (h *dropHook) ID() string { return "firehose-drops" }
 
-func (h *dropHook) Provides(b byte) bool {
-	return bytes.IndexByte([]byte{mqtt.OnPublishDropped, mqtt.OnQosDropped}, b) >= 0
-}
+func (h *dropHook) Provides(b byte) bool { return b == mqtt.OnPublishDropped || b == mqtt.OnQosDropped }
 
 // OnPublishDropped runs on the publisher's goroutine, so it only counts, and
 // logs at most once per interval.

@@ -53,6 +53,30 @@ func (b *Broker) Release(cl *mqtt.Client, pk packets.Packet, drop bool) error {
 	return nil
 }
 
+// Batch runs fn, in which the caller releases or answers several of cl's
+// publishes, with the client's connection corked: what mochi writes to it
+// meanwhile (the PUBACKs) leaves in one write when fn returns, in the order
+// mochi wrote it, instead of a system call each.
+func (b *Broker) Batch(cl *mqtt.Client, fn func()) {
+	gc, ok := cl.Net.Conn.(*gatedConn)
+	if !ok {
+		fn()
+		return
+	}
+	gc.cork()
+	defer gc.uncork()
+	fn()
+}
+
+// Idle reports whether mochi has read everything client cl sent so far,
+// so that the publish being processed is the only one: routing it at once,
+// in OnPublish, delays no other. It is asked from OnPublish, on the
+// client's reading goroutine.
+func (b *Broker) Idle(cl *mqtt.Client) bool {
+	gc, ok := cl.Net.Conn.(*gatedConn)
+	return ok && !gc.inputPending()
+}
+
 // Released reports whether pk came back through Release, and whether it is
 // to be dropped; it removes the mark, so that nothing after the hook sees it.
 func (b *Broker) Released(pk *packets.Packet) (released, drop bool) {

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -32,22 +31,30 @@ type Broker interface {
 	// Released reports whether pk, seen in OnPublish, came back through
 	// Release (and whether it is to be dropped), and removes its mark.
 	Released(pk *packets.Packet) (released, drop bool)
+	// Batch runs fn, which releases or answers several of cl's publishes,
+	// so that what mochi writes meanwhile leaves in one write.
+	Batch(cl *mqtt.Client, fn func())
+	// Idle reports, from OnPublish, whether the publish being processed is
+	// all cl has sent: no other waits to be read.
+	Idle(cl *mqtt.Client) bool
 }
 
 // Hook routes what MQTT clients publish to the embedded broker, in the
 // publish path, so that a PUBACK (a PUBREC at QoS 2) means the message is
 // safe on every required route.
 //
-// A client's messages that need routing go through a per-client pipeline
-// instead of blocking mochi's read loop one sink round trip per message:
-// the hook takes the message from mochi (which then neither acks nor
-// delivers it), the pipeline routes messages in batches, and then, in
-// arrival order, gives each back to mochi as the client that sent it
-// (Broker.Release), so that mochi retains it, delivers it and acks it
-// exactly as it would have (see broker/release.go for why this is the one
-// way to defer an ack with mochi's hooks). At most maxUnacked messages per
-// client wait; beyond that the hook blocks the client's reads, which is the
-// back-pressure.
+// A publish that is all its client has sent (it waits for each PUBACK, as
+// most MQTT clients do) is routed at once, in OnPublish, and then goes on
+// as mochi's own: nothing else of the client waits behind it. A client
+// that sends more before it is answered gets a pipeline instead of mochi's
+// read loop blocking one sink round trip per message: the hook takes the
+// message from mochi (which then neither acks nor delivers it), the
+// pipeline routes messages in batches, and then, in arrival order, gives
+// each back to mochi as the client that sent it (Broker.Release), so that
+// mochi retains it, delivers it and acks it exactly as it would have (see
+// router/README.md for why this is the one way to defer an ack with
+// mochi's hooks). At most maxUnacked messages per client wait; beyond that
+// the hook blocks the client's reads, which is the back-pressure.
 //
 // When a message cannot be made safe, the sender is told as its protocol
 // allows: an MQTT 5 client gets PUBACK (or PUBREC) "quota exceeded" (0x97);
@@ -86,7 +93,11 @@ func (h *Hook) ID() string { return "firehose-router" }
 
 // Provides says which mochi events the hook handles.
 func (h *Hook) Provides(b byte) bool {
-	return bytes.IndexByte([]byte{mqtt.OnPublish, mqtt.OnSessionEstablish, mqtt.OnDisconnect, mqtt.OnClientExpired}, b) >= 0
+	switch b {
+	case mqtt.OnPublish, mqtt.OnSessionEstablish, mqtt.OnDisconnect, mqtt.OnClientExpired:
+		return true
+	}
+	return false
 }
 
 // OnSessionEstablish keeps the client's session, or starts a new one, as
@@ -118,18 +129,30 @@ func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		}
 		return pk, nil
 	}
-	p := h.pipelineFor(cl)
 	msg := bus.Message{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: pk.FixedHeader.Retain}
 	// Once a client has messages in its pipeline, all its messages go
 	// through it, so none overtakes another.
-	if !p.busy() && !h.router.matchesAny(&msg) {
+	p := h.pipelineOf(cl)
+	busy := p != nil && p.busy()
+	if !busy && !h.router.matchesAny(&msg) {
 		return pk, nil
 	}
-	now := h.router.now()
+	var s *session
+	if p != nil {
+		s = p.session
+	} else {
+		s = h.sessionFor(cl)
+	}
 	msg.Headers = map[string]string{
-		bus.HeaderMsgID:      p.session.msgID(pk),
+		bus.HeaderMsgID:      s.msgID(pk),
 		bus.HeaderSource:     SourceMQTT,
-		bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
+		bus.HeaderReceivedAt: h.router.now().UTC().Format(time.RFC3339Nano),
+	}
+	if !busy && h.broker.Idle(cl) {
+		return h.routeNow(cl, pk, msg)
+	}
+	if p == nil {
+		p = h.pipelineFor(cl)
 	}
 	// mochi resolved the topic alias already; the packet goes back without
 	// one, or mochi would set it again when it is released.
@@ -173,10 +196,43 @@ func (h *Hook) sessionFor(cl *mqtt.Client) *session {
 	return newSession()
 }
 
+// routeNow routes a publish in OnPublish and lets mochi go on with it once
+// it is safe. When it cannot be made safe, the answers are the pipeline's
+// (see run); mochi writes an MQTT 5 PUBACK with the reason code itself,
+// but would answer a QoS 2 publish with a PUBACK too, so a PUBREC is
+// written here.
+func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (packets.Packet, error) {
+	err := h.router.Route(context.Background(), msg)
+	if err == nil || pk.FixedHeader.Qos == 0 {
+		if err != nil {
+			h.refused(cl, pk, err)
+		}
+		return pk, nil
+	}
+	h.refused(cl, pk, err)
+	switch {
+	case cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos == 1:
+		return pk, packets.ErrQuotaExceeded
+	case cl.Properties.ProtocolVersion == 5:
+		refuse(cl, pk, packets.ErrQuotaExceeded)
+	default:
+		cl.Stop(packets.ErrServerBusy) // closed, with no DISCONNECT: 3.1.1 has none from a server
+	}
+	return pk, packets.ErrRejectPacket
+}
+
 func (h *Hook) refused(cl *mqtt.Client, pk packets.Packet, err error) {
 	h.rejected.Inc()
 	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).
 		Msg("an MQTT publish could not be made safe; refusing it so the client resends")
+}
+
+// pipelineOf is cl's pipeline, or nil if it has none.
+func (h *Hook) pipelineOf(cl *mqtt.Client) *pipeline {
+	if p, ok := h.pipelines.Load(cl); ok {
+		return p.(*pipeline)
+	}
+	return nil
 }
 
 func (h *Hook) pipelineFor(cl *mqtt.Client) *pipeline {
@@ -280,20 +336,22 @@ func (p *pipeline) run() {
 			h.refused(p.cl, batch[0].pk, err)
 		}
 		disconnect := false
-		for _, it := range batch {
-			switch {
-			case err == nil || it.pk.FixedHeader.Qos == 0:
-				if rerr := h.broker.Release(p.cl, it.pk, false); rerr != nil {
-					// The client has gone: it never got its ack, and resends
-					// the message if its session lives on.
-					h.router.log.Debug().Err(rerr).Str("client", p.cl.ID).Str("topic", it.pk.TopicName).Msg("releasing a routed publish failed")
+		h.broker.Batch(p.cl, func() {
+			for _, it := range batch {
+				switch {
+				case err == nil || it.pk.FixedHeader.Qos == 0:
+					if rerr := h.broker.Release(p.cl, it.pk, false); rerr != nil {
+						// The client has gone: it never got its ack, and resends
+						// the message if its session lives on.
+						h.router.log.Debug().Err(rerr).Str("client", p.cl.ID).Str("topic", it.pk.TopicName).Msg("releasing a routed publish failed")
+					}
+				case p.cl.Properties.ProtocolVersion == 5:
+					refuse(p.cl, it.pk, packets.ErrQuotaExceeded)
+				default:
+					disconnect = true
 				}
-			case p.cl.Properties.ProtocolVersion == 5:
-				p.refuse(it.pk, packets.ErrQuotaExceeded)
-			default:
-				disconnect = true
 			}
-		}
+		})
 		for range batch {
 			<-p.slots
 		}
@@ -305,7 +363,7 @@ func (p *pipeline) run() {
 
 // refuse answers an MQTT 5 publish with a PUBACK (QoS 1) or PUBREC (QoS 2,
 // which ends the exchange) carrying code, through mochi's writer.
-func (p *pipeline) refuse(pk packets.Packet, code packets.Code) {
+func refuse(cl *mqtt.Client, pk packets.Packet, code packets.Code) {
 	ack := packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Puback},
 		PacketID:    pk.PacketID,
@@ -315,7 +373,7 @@ func (p *pipeline) refuse(pk packets.Packet, code packets.Code) {
 	if pk.FixedHeader.Qos == 2 {
 		ack.FixedHeader.Type = packets.Pubrec
 	}
-	_ = p.cl.WritePacket(ack) // a failure means the client has gone; it resends
+	_ = cl.WritePacket(ack) // a failure means the client has gone; it resends
 }
 
 // sessionEntry is the hook's record of the MQTT session of one client id.
