@@ -24,6 +24,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 )
@@ -133,7 +134,7 @@ func externalConn(ext *broker.External, suffix string) sinks.Config {
 
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	return reg
 }
 
@@ -211,7 +212,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.closeAll(context.Background())
 		return err
 	}
-	b.log.Info().Str("http", b.HTTPAddr()).Str("broker", b.cfg.Broker.Mode).Int("routes", len(b.cfg.Routes)).Msg("bridge ready")
+	b.log.Info().Str("version", buildinfo.Version()).Str("http", b.HTTPAddr()).Str("broker", b.cfg.Broker.Mode).Int("routes", len(b.cfg.Routes)).Msg("bridge ready")
 	var runErr error
 	select {
 	case <-ctx.Done():

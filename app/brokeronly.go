@@ -14,6 +14,7 @@ import (
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/buildinfo"
 )
 
 // DefaultBrokerHTTPAddress is where cmd/broker serves /healthz, /readyz and
@@ -125,7 +126,7 @@ func (s *BrokerOnly) Run(ctx context.Context) error {
 		_ = s.closeAll(context.Background())
 		return err
 	}
-	s.log.Info().Str("http", s.HTTPAddr()).Strs("mqtt", s.broker.ListenerNames()).Msg("broker ready")
+	s.log.Info().Str("version", buildinfo.Version()).Str("http", s.HTTPAddr()).Strs("mqtt", s.broker.ListenerNames()).Msg("broker ready")
 	var runErr error
 	select {
 	case <-ctx.Done():

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -80,6 +81,9 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 		ClientNetReadBufferSize:  int(cfg.ClientBuffer),
 		Logger:                   slog.New(zerolog.NewSlogHandler(mochiLog)),
 	})
+	// $SYS/broker/version names firehose, as mosquitto's names mosquitto,
+	// rather than the mochi library inside it.
+	server.Info.Version = "firehose " + buildinfo.Version()
 	b := &Broker{
 		cfg:       cfg,
 		log:       log,

@@ -217,7 +217,7 @@ func (l *ListenerConfig) SetDefaults() {
 func (l *ListenerConfig) Validate() error {
 	var p strictyaml.Problems
 	if l.Type != ListenerTCP && l.Type != ListenerWebSocket {
-		p.Add("type", "%q is not a listener type; use tcp or websocket", l.Type)
+		p.Add("type", "%q is not a listener type; use tcp or websocket (TLS is a tls: section on either)", l.Type)
 	}
 	if _, _, err := net.SplitHostPort(l.Address); err != nil {
 		p.Add("address", "%q is not host:port (for example :1883 or 127.0.0.1:1883)", l.Address)

@@ -7,6 +7,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,6 +178,14 @@ type Options struct {
 	// against; Load sets it to the config file's own directory. Empty means
 	// the working directory.
 	Dir string
+	// Overrides are applied over the file, in order (see Override).
+	Overrides []Override
+	// SyntaxOnly checks the file's shape and values but not what it refers
+	// to: unset ${VAR}s, missing files (secrets, certificates, users_file)
+	// are not problems. It is `bridge check --syntax-only`, for a config
+	// checked away from the machine it is meant for, as promtool's
+	// --syntax-only does.
+	SyntaxOnly bool
 }
 
 // Load reads the file at path over the defaults. An empty path means no file:
@@ -185,6 +194,12 @@ type Options struct {
 func Load(path string, opts Options) (*Config, error) {
 	cfg := Default()
 	if path == "" {
+		if len(opts.Overrides) == 0 {
+			return &cfg, nil
+		}
+		if err := Parse(nil, &cfg, opts); err != nil {
+			return nil, fmt.Errorf("config:\n%w", err)
+		}
 		return &cfg, nil
 	}
 	readFile := opts.ReadFile
@@ -208,6 +223,21 @@ func Load(path string, opts Options) (*Config, error) {
 // broker's users_file, a relative path being taken from opts.Dir. It reports
 // every problem at once.
 func Parse(data []byte, cfg *Config, opts Options) error {
+	var sources map[string]string
+	if len(opts.Overrides) > 0 {
+		var err error
+		if data, sources, err = applyOverrides(data, opts.Overrides); err != nil {
+			return err
+		}
+	}
+	err := parse(data, cfg, opts)
+	if opts.SyntaxOnly {
+		err = withoutOutsideProblems(err)
+	}
+	return nameSources(err, sources)
+}
+
+func parse(data []byte, cfg *Config, opts Options) error {
 	sopts := strictyaml.Options{LookupEnv: opts.LookupEnv, ReadFile: opts.ReadFile}
 	err := strictyaml.Decode(data, cfg, sopts)
 	cfg.given = givenKeys(data)
@@ -223,6 +253,22 @@ func Parse(data []byte, cfg *Config, opts Options) error {
 		err = errors.Join(err, reroot("broker.users_file", uerr))
 	}
 	return err
+}
+
+// withoutOutsideProblems drops the problems that are about the machine the
+// config is checked on rather than the config: unset variables and missing
+// files.
+func withoutOutsideProblems(err error) error {
+	if err == nil {
+		return nil
+	}
+	var kept []error
+	for _, e := range flatten(err) {
+		if !errors.Is(e, strictyaml.ErrUnsetVariable) && !errors.Is(e, fs.ErrNotExist) {
+			kept = append(kept, e)
+		}
+	}
+	return errors.Join(kept...)
 }
 
 // UsersFile is the shape of broker.users_file: the same user entries as broker.users.

@@ -253,12 +253,14 @@ func (s *Store) UpdateComponent(ctx context.Context, author string, id int64, u 
 					touched[*d.ComponentID] = true
 				}
 			}
+			var dropped []int64
 			for _, d := range before.ResourceDefinitions {
 				if !keep[d.ID] {
-					if _, err := t.exec(`DELETE FROM resource_definitions WHERE id = ?`, d.ID); err != nil {
-						return err
-					}
+					dropped = append(dropped, d.ID)
 				}
+			}
+			if err := t.deleteDefinitions(dropped); err != nil {
+				return err
 			}
 			for defID := range keep {
 				d, _ := t.resourceDefinition(defID)
@@ -314,6 +316,13 @@ func (s *Store) DeleteComponent(ctx context.Context, author string, id int64) er
 		}
 		envs, err := t.ids(`SELECT environment_id FROM environment_components WHERE component_id = ? ORDER BY environment_id`, id)
 		if err != nil {
+			return err
+		}
+		defs := make([]int64, len(c.ResourceDefinitions))
+		for i, d := range c.ResourceDefinitions {
+			defs[i] = d.ID
+		}
+		if err := t.deleteDefinitions(defs); err != nil {
 			return err
 		}
 		if _, err := t.exec(`DELETE FROM components WHERE id = ?`, id); err != nil {
@@ -473,7 +482,7 @@ func (s *Store) DeleteResourceDefinition(ctx context.Context, author string, id 
 		if err != nil {
 			return err
 		}
-		if _, err := t.exec(`DELETE FROM resource_definitions WHERE id = ?`, id); err != nil {
+		if err := t.deleteDefinitions([]int64{id}); err != nil {
 			return err
 		}
 		if d.ComponentID != nil {

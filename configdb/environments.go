@@ -320,41 +320,23 @@ type levelValue struct {
 // versions (ON DELETE CASCADE), and then the level values that only those
 // documents were written under.
 func (t *txn) pruneDocuments(env int64, levels []int64) error {
-	rows, err := t.query(`SELECT id, level_path FROM documents WHERE environment_id = ?`, env)
+	docs, err := t.levelPaths(`SELECT id, level_path FROM documents WHERE environment_id = ?`, env)
 	if err != nil {
 		return err
 	}
 	var doomed []any
 	orphans := map[levelValue]bool{} // values of doomed documents
-	alive := map[levelValue]bool{}   // values of kept documents
-	for rows.Next() {
-		var id int64
-		var path string
-		if err := rows.Scan(&id, &path); err != nil {
-			rows.Close()
-			return err
+	for _, d := range docs {
+		valid := len(d.pairs) <= len(levels)
+		for i := 0; valid && i < len(d.pairs); i++ {
+			valid = d.pairs[i].level == levels[i]
 		}
-		pairs, err := parseLevelPath(path)
-		if err != nil {
-			rows.Close()
-			return fmt.Errorf("document %d: %w", id, err)
-		}
-		valid := len(pairs) <= len(levels)
-		for i := 0; valid && i < len(pairs); i++ {
-			valid = pairs[i].level == levels[i]
-		}
-		seen := alive
 		if !valid {
-			doomed = append(doomed, id)
-			seen = orphans
+			doomed = append(doomed, d.id)
+			for _, p := range d.pairs {
+				orphans[p] = true
+			}
 		}
-		for _, p := range pairs {
-			seen[p] = true
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	for len(doomed) > 0 {
 		n := min(len(doomed), 500)
@@ -363,12 +345,114 @@ func (t *txn) pruneDocuments(env int64, levels []int64) error {
 		}
 		doomed = doomed[n:]
 	}
-	for lv := range orphans {
-		if alive[lv] {
-			continue
+	return t.dropOrphanValues(env, orphans)
+}
+
+// docPath is one document's id and level path.
+type docPath struct {
+	id    int64
+	pairs []levelValue
+}
+
+// levelPaths runs a query for documents' id and level_path.
+func (t *txn) levelPaths(query string, args ...any) ([]docPath, error) {
+	rows, err := t.query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []docPath
+	for rows.Next() {
+		var d docPath
+		var path string
+		if err := rows.Scan(&d.id, &path); err != nil {
+			return nil, err
 		}
+		if d.pairs, err = parseLevelPath(path); err != nil {
+			return nil, fmt.Errorf("document %d: %w", d.id, err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// dropOrphanValues deletes the level values among candidates that no
+// remaining document of the environment is stored under, so that
+// GET hierarchy_levels lists only values that lead somewhere. The
+// environment is locked by the caller.
+func (t *txn) dropOrphanValues(env int64, candidates map[levelValue]bool) error {
+	if len(candidates) == 0 {
+		return nil
+	}
+	docs, err := t.levelPaths(`SELECT id, level_path FROM documents WHERE environment_id = ?`, env)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		for _, p := range d.pairs {
+			delete(candidates, p)
+		}
+	}
+	for lv := range candidates {
 		// A dropped level's values are gone already; this then deletes nothing.
 		if _, err := t.exec(`DELETE FROM level_values WHERE level_id = ? AND value = ?`, lv.level, lv.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteDefinitions deletes resource definitions, their documents (ON DELETE
+// CASCADE) and the level values that only those documents were stored
+// under. Each environment that held one of the documents is locked, in
+// order, after the catalog.
+func (t *txn) deleteDefinitions(ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	in := placeholders(len(ids))
+	rows, err := t.query(`SELECT DISTINCT environment_id FROM documents WHERE resource_definition_id IN (`+in+`) ORDER BY environment_id`, args...)
+	if err != nil {
+		return err
+	}
+	var envs []int64
+	for rows.Next() {
+		var env int64
+		if err := rows.Scan(&env); err != nil {
+			rows.Close()
+			return err
+		}
+		envs = append(envs, env)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	orphans := map[int64]map[levelValue]bool{}
+	for _, env := range envs {
+		if err := t.lockEnv(env); err != nil {
+			return err
+		}
+		docs, err := t.levelPaths(`SELECT id, level_path FROM documents WHERE environment_id = ? AND resource_definition_id IN (`+in+`)`, append([]any{env}, args...)...)
+		if err != nil {
+			return err
+		}
+		orphans[env] = map[levelValue]bool{}
+		for _, d := range docs {
+			for _, p := range d.pairs {
+				orphans[env][p] = true
+			}
+		}
+	}
+	if _, err := t.exec(`DELETE FROM resource_definitions WHERE id IN (`+in+`)`, args...); err != nil {
+		return err
+	}
+	for _, env := range envs {
+		if err := t.dropOrphanValues(env, orphans[env]); err != nil {
 			return err
 		}
 	}

@@ -191,7 +191,7 @@ func (g *gerritRelay) readLoop(ctx context.Context) {
 		if err != nil {
 			ev = ev.Err(err)
 		}
-		ev.Dur("ran_for", ranFor.Round(time.Millisecond)).Dur("restart_in", backoff).Int64("restarts", restarts).
+		ev.Int64("ran_for_ms", ranFor.Milliseconds()).Int64("restart_in_ms", backoff.Milliseconds()).Int64("restarts", restarts).
 			Msg("gerrit stream command exited; restarting")
 		wait := time.NewTimer(backoff)
 		select {
@@ -317,7 +317,19 @@ func (g *gerritRelay) event(n int, line []byte, tooLong bool) []byte {
 			return nil
 		}
 		bad := g.stats.BadLines.Add(1)
-		warn := g.log.Warn().Int("line", n).Int("bytes", len(trimmed)).Err(err).Int64("bad_lines", bad)
+		// "line" is the line of the command's output; the parser's own
+		// error counts lines of the one event it was given, so only its
+		// field and message are logged.
+		warn := g.log.Warn().Int("line", n).Int("bytes", len(trimmed)).Int64("bad_lines", bad)
+		var pe *payload.Error
+		if errors.As(err, &pe) {
+			if pe.Field != "" {
+				warn = warn.Str("field", pe.Field)
+			}
+			warn = warn.Str("error", pe.Msg)
+		} else {
+			warn = warn.Err(err)
+		}
 		if !json.Valid(trimmed) {
 			// Not an event: likely a message from the command itself, so it
 			// is shown, shortened.
@@ -473,5 +485,5 @@ func (g *gerritRelay) logRetry(a answer, err error, wait time.Duration, events i
 	if err == nil {
 		ev = ev.Str("status", strconv.Itoa(a.code)).Str("error", a.message)
 	}
-	ev.Int("events", events).Dur("retry_in", wait).Msg(msg)
+	ev.Int("events", events).Int64("retry_in_ms", wait.Milliseconds()).Msg(msg)
 }

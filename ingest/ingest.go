@@ -210,6 +210,8 @@ type answer struct {
 	retryAfter time.Duration
 	// message is the JSON error body's "error" (and "field"), or the body.
 	message string
+	// topic is a 2xx answer's "topic", where the bridge names one.
+	topic string
 }
 
 func (a answer) ok() bool { return a.code >= 200 && a.code < 300 }
@@ -241,8 +243,10 @@ func (c *client) post(ctx context.Context, contentType string, body []byte) (ans
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	a := answer{code: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
-	var e struct{ Error, Field string }
-	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+	var e struct{ Error, Field, Topic string }
+	_ = json.Unmarshal(raw, &e)
+	a.topic = e.Topic
+	if e.Error != "" {
 		a.message = e.Error
 		if e.Field != "" && !strings.HasPrefix(e.Error, e.Field+":") {
 			a.message += " (field " + e.Field + ")"

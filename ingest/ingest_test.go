@@ -194,10 +194,13 @@ func TestGerritRelayRestartsAndSkipsBadLines(t *testing.T) {
 	}
 	out := logs.String()
 	for _, want := range []string{"gerrit stream command exited; restarting", "exit status 255", "Permission denied, please try again.",
-		`"text":"this is not json"`, `"line":2`, "dropped events for this stream"} {
+		`"text":"this is not json"`, `"line":2`, "dropped events for this stream", `"ran_for_ms":`, `"restart_in_ms":`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("logs lack %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, `"error":"line 1`) {
+		t.Errorf("a skipped line's log names two different line numbers:\n%s", out)
 	}
 	if strings.Count(out, "restarting") != 2 {
 		t.Errorf("want 2 restarts logged:\n%s", out)
@@ -227,7 +230,7 @@ func TestGerritRelayBridgeBusy(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 	b.bus.Barrier(t, sub, "gerrit/barrier/x")
-	if g.stats.FailedPosts.Load() < 1 || !strings.Contains(logs.String(), `"retry_in":1000`) {
+	if g.stats.FailedPosts.Load() < 1 || !strings.Contains(logs.String(), `"retry_in_ms":1000`) {
 		t.Errorf("failed posts %d; logs:\n%s", g.stats.FailedPosts.Load(), logs)
 	}
 }

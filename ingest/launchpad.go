@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/opsfirehose/firehose/internal/terminal"
 )
 
 // LaunchpadPath is the bridge's endpoint for Launchpad mail.
@@ -13,13 +15,15 @@ const LaunchpadPath = "/launchpad/v1/events"
 // is the real limit, and answers 413 below it.
 const maxMail = 64 << 20
 
-// runLaunchpad posts the mail on stdin. It prints nothing on success, since
-// an MTA mails a pipe's output back; on failure it says why on stderr and
-// exits with a code the MTA understands.
+// runLaunchpad posts the mail on stdin. On success it prints one line when
+// run by hand (stdout is a terminal) or with --verbose, and nothing from an
+// MTA's pipe, which could mail the output back; on failure it says why on
+// stderr and exits with a code the MTA understands.
 func runLaunchpad(ctx context.Context, args []string, e env) int {
 	fs := newFlagSet("launchpad", e)
 	var cf clientFlags
 	cf.register(fs, e)
+	verbose := fs.Bool("verbose", false, "print a line on success (the default when stdout is a terminal)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -45,6 +49,13 @@ func runLaunchpad(ctx context.Context, args []string, e env) int {
 	case err != nil:
 		return fail(ExitTempFail, "the bridge at %s is unreachable, retry later: %v", cl.endpoint, err)
 	case a.ok():
+		if *verbose || terminal.Is(e.stdout) {
+			where := ""
+			if a.topic != "" {
+				where = " on " + a.topic
+			}
+			fmt.Fprintf(e.stdout, "bridge ingest launchpad: the bridge at %s published the mail%s\n", cl.endpoint, where)
+		}
 		return ExitOK
 	case a.refused():
 		return fail(ExitDataErr, "the bridge refused the mail (HTTP %d): %s", a.code, a.message)

@@ -53,10 +53,11 @@ func TestLaunchpadPipe(t *testing.T) {
 	if got := testkit.Next(t, sub); got.Topic != "launchpad/octavia/bug/1680938" {
 		t.Errorf("published %+v", got)
 	}
-	// The same from the environment, as an aliases entry might set it.
-	code, _, stderr = pipe(t, bug, map[string]string{EnvURL: srv.URL, EnvToken: "s3cret"})
-	if code != ExitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
+	// The same from the environment, as an aliases entry might set it; by
+	// hand (--verbose, as on a terminal) it says where the mail went.
+	code, stdout, stderr = pipe(t, bug, map[string]string{EnvURL: srv.URL, EnvToken: "s3cret"}, "--verbose")
+	if code != ExitOK || stdout != "bridge ingest launchpad: the bridge at "+srv.URL+LaunchpadPath+" published the mail on launchpad/octavia/bug/1680938\n" {
+		t.Fatalf("exit %d: %q %s", code, stdout, stderr)
 	}
 	testkit.Next(t, sub)
 

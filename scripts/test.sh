@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The one command that tests firehose. It installs the external tools the tests
 # use when they are missing (Debian packages, through apt-get), then runs
-# gofmt, go vet, staticcheck and the whole test suite with the race detector.
+# gofmt, go vet, staticcheck and the whole test suite with the race detector,
+# and builds the release packages and checks them (scripts/check-packages.sh:
+# as root it installs the .deb, runs it and purges it).
 # CI runs exactly this (.ci/run) on a fresh clone with CI=true and no stdin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,8 @@ declare -A packages=(
   [python3]=python3
   ['/usr/lib/python3/dist-packages/subunit/__init__.py']=python3-subunit
   ['/usr/lib/postgresql/*/bin/initdb']=postgresql
+  [promtool]=prometheus
+  [systemd-analyze]=systemd
 )
 
 present() {
@@ -60,6 +64,17 @@ if [ "$installed_mosquitto" = true ]; then
 elif [ "${CI:-}" = "true" ] && command -v service >/dev/null 2>&1; then
   service mosquitto stop >/dev/null 2>&1 || true
 fi
+# Debian's prometheus package (for promtool) starts a Prometheus server too;
+# the tests only need promtool.
+for p in "${missing[@]}"; do
+  if [ "$p" = prometheus ]; then
+    $sudo service prometheus stop >/dev/null 2>&1 || true
+    if [ -d /run/systemd/system ]; then
+      $sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
+    echo "==> stopped and disabled the prometheus service the package started; the tests only use promtool"
+  fi
+done
 
 echo "==> gofmt"
 unformatted=$(gofmt -l .)
@@ -75,3 +90,6 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "==> go test -race"
 go test -race -timeout 15m ./...
+
+echo "==> packages"
+./scripts/check-packages.sh

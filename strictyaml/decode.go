@@ -58,6 +58,9 @@ type decoder struct {
 
 	steps, maxSteps int
 	aborted         bool
+
+	// unread holds the keys whose decoding failed, for Decode.
+	unread map[string]bool
 }
 
 type visit struct {

@@ -48,7 +48,7 @@ func expandEnv(s string, lookup func(string) (string, bool)) (string, []error) {
 		case hasDefault && (!ok || val == ""):
 			val = def
 		case !ok:
-			errs = append(errs, fmt.Errorf("environment variable %s is not set (use ${%s:-} to allow empty)", name, name))
+			errs = append(errs, unsetError{name})
 			continue
 		}
 		b.WriteString(val)
@@ -85,3 +85,12 @@ func clip(s string) string {
 	}
 	return s[:cut] + "..."
 }
+
+// unsetError is ErrUnsetVariable, naming the variable.
+type unsetError struct{ name string }
+
+func (e unsetError) Error() string {
+	return fmt.Sprintf("environment variable %s is not set (use ${%s:-} to allow empty)", e.name, e.name)
+}
+
+func (e unsetError) Is(target error) bool { return target == ErrUnsetVariable }

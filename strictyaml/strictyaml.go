@@ -19,6 +19,10 @@ type Options struct {
 	ReadFile func(path string) ([]byte, error)
 }
 
+// ErrUnsetVariable is the problem of a ${VAR} reference to a variable that
+// is not set (and has no default).
+var ErrUnsetVariable = errors.New("environment variable is not set")
+
 // KeyError is one problem at one key.
 type KeyError struct {
 	// Key is the dotted path of the key, e.g.
@@ -71,6 +75,16 @@ func Decode(data []byte, out any, opts Options) error {
 	}
 	if extra != nil {
 		d.errs = append(d.errs, extra)
+	}
+	// A key whose value could not be read (an unset variable, a missing
+	// secret file) is reported once: the Validate problems that follow
+	// from it ("required") at that key, or at its secret's other form, are
+	// left out.
+	d.unread = map[string]bool{}
+	for _, e := range d.errs {
+		if ke, ok := e.(*KeyError); ok {
+			d.unread[ke.Key] = true
+		}
 	}
 	d.validate(rv.Elem(), "", false)
 	if len(d.errs) == 0 {

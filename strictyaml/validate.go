@@ -68,6 +68,9 @@ func (d *decoder) validate(v reflect.Value, path string, skipSelf bool) {
 	}
 	if vd := validator(v); vd != nil {
 		for _, ke := range reroot(path, vd.Validate(), 0) {
+			if d.unread[ke.Key] || d.unread[ke.Key+"_file"] {
+				continue
+			}
 			if ke.Line == 0 {
 				ke.Line = d.lines[ke.Key]
 			}

@@ -3,6 +3,7 @@ package strictyaml
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -289,4 +290,41 @@ func TestJoinPath(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, joinPath(tt.prefix, tt.rel), "%q + %q", tt.prefix, tt.rel)
 	}
+}
+
+type secretHolder struct {
+	Token string `yaml:"token" secret:"true"`
+	Other string `yaml:"other"`
+}
+
+func (s *secretHolder) Validate() error {
+	var p Problems
+	if s.Token == "" {
+		p.Add("token", "required (or token_file)")
+	}
+	if s.Other == "" {
+		p.Add("other", "required")
+	}
+	return p.Err()
+}
+
+// A value that could not be read is one problem, not also "required".
+func TestUnreadValueIsReportedOnce(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	missing := func(string) ([]byte, error) { return nil, fmt.Errorf("open x: %w", fs.ErrNotExist) }
+	for doc, want := range map[string][]string{
+		"token: ${UNSET}\nother: ${ALSO_UNSET}": {
+			"token: environment variable UNSET is not set (use ${UNSET:-} to allow empty)",
+			"other: environment variable ALSO_UNSET is not set (use ${ALSO_UNSET:-} to allow empty)",
+		},
+		"token_file: /run/x\nother: y": {"token_file: open x: file does not exist"},
+		"other: y":                     {"token: required (or token_file)"},
+	} {
+		var s secretHolder
+		err := Decode([]byte(doc), &s, Options{LookupEnv: env, ReadFile: missing})
+		assert.Equal(t, want, messages(t, err), doc)
+	}
+	var s secretHolder
+	err := Decode([]byte("token: ${UNSET}\nother: y"), &s, Options{LookupEnv: env})
+	assert.True(t, errors.Is(err, ErrUnsetVariable))
 }

@@ -1,5 +1,5 @@
 // Package ansible is the bridge's intake for the Ansible callback plugin
-// (callback_plugins/firehose.py): POST /ansible/v1/events takes one event or
+// (collection/plugins/callback/firehose.py, also callback_plugins/firehose.py): POST /ansible/v1/events takes one event or
 // a JSON array of them, validates each against payloads/ansible, and
 // publishes each event's own bytes, minus its event_id (the de-duplication
 // id), on the OpenStack firehose's topics:

@@ -368,8 +368,8 @@ func TestEffective(t *testing.T) {
 		}
 		s.must(409, "GET", "/environments/9/resources/5/values?key=nope", nil)
 
-		// show_lookup needs effective; effective is read from values.
-		s.must(400, "GET", "/environments/9/resources/5/values?show_lookup", nil)
+		// show_lookup needs effective (409, as tuning-box); effective is read from values.
+		s.must(409, "GET", "/environments/9/resources/5/values?show_lookup", nil)
 		s.must(400, "GET", "/environments/9/resources/5/overrides?effective", nil)
 		// A document that is not an object cannot be merged: 400, not 500.
 		s.must(204, "PUT", "/environments/9/lvl1/list/resources/5/overrides", `["a"]`)

@@ -52,7 +52,10 @@ func (q *request) get(d docRoute) {
 	kind := configdb.DocKind(d.what)
 	switch {
 	case lookup && !effective:
-		q.fail(invalid("show_lookup", "lookup path tracing can be done only for effective values: add ?effective"))
+		// tuning-box answers 409 here (a RequestValidationError), and its
+		// clients expect that: the query is well-formed but asks for
+		// something stored values do not have.
+		q.fail(&configdb.Error{Kind: configdb.Conflict, Msg: "lookup path tracing can be done only for effective values: add ?effective", Field: "show_lookup"})
 		return
 	case effective && kind == configdb.Overrides:
 		q.fail(invalid("effective", "effective values are read from .../values?effective"))

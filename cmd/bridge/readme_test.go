@@ -26,6 +26,8 @@ const (
 	cmdOutsidePub = "mosquitto_pub -V 5 -q 1 -u demo -P demo -t chef/acme/web1/status -m 'forged'"
 	cmdDenied     = "curl -s 127.0.0.1:8080/metrics | grep '^firehose_broker_publish_denied_total'"
 	cmdCheck      = "go run ./cmd/bridge check --config examples/tour.yaml"
+	cmdCheckShape = "go run ./cmd/bridge check --syntax-only --config config.example.yaml"
+	cmdTwoBridges = "go run ./cmd/bridge --http-address 127.0.0.1:8081 --mqtt-address :1884 --ws-address ''"
 	cmdPasswd     = "printf %s 'the-password' | go run ./cmd/bridge passwd"
 	cmdBroker     = "go run ./cmd/broker --config examples/tour.yaml"
 	cmdChef       = "curl -s --data-binary @adapters/chef/testdata/01_run_start_chef12_ubuntu/input.json 127.0.0.1:8080/data-collector/v0/"
@@ -33,16 +35,19 @@ const (
 	cmdLaunchpad  = "go run ./cmd/bridge ingest launchpad < adapters/launchpad/testdata/bug_new/input.eml"
 	cmdSubunit    = "curl -s -H 'Content-Type: application/x-subunit' --data-binary @adapters/subunit/testdata/stream_failing/input.subunit " +
 		"'127.0.0.1:8080/subunit/v1/events?worker=ci01&project=openstack/nova&change=12345&build_uuid=45f7c1dd&source_url=https://logs.example.org/45f7c1dd/testrepository.subunit'"
-	cmdAnsible    = "ANSIBLE_CALLBACK_PLUGINS=adapters/ansible/callback_plugins ANSIBLE_CALLBACKS_ENABLED=firehose ansible-playbook -i localhost, -c local examples/hello-playbook.yml"
-	cmdConfigComp = "go run ./cmd/bridge config comp create --name fuel-lcm --resource-definitions astute"
-	cmdConfigEnv  = "go run ./cmd/bridge config env create --id 1 --components fuel-lcm --levels nodes"
-	cmdConfigSet  = "go run ./cmd/bridge config set --env 1 --level nodes=node-1.domain.tld --resource astute --key deployment_id --value 2 --type int"
-	cmdConfigGet  = "curl -s '127.0.0.1:8080/api/v1/config/environments/1/nodes/node-1.domain.tld/resources/astute/values?effective'"
+	cmdGalaxyBuild   = "ansible-galaxy collection build adapters/ansible/collection"
+	cmdGalaxyInstall = "ansible-galaxy collection install opsfirehose-firehose-0.1.0.tar.gz"
+	cmdAnsible       = "ANSIBLE_CALLBACKS_ENABLED=opsfirehose.firehose.firehose ansible-playbook -i localhost, -c local examples/hello-playbook.yml"
+	cmdConfigComp    = "go run ./cmd/bridge configdb comp create --name fuel-lcm --resource-definitions astute"
+	cmdConfigEnv     = "go run ./cmd/bridge configdb env create --id 1 --components fuel-lcm --levels nodes"
+	cmdConfigSet     = "go run ./cmd/bridge configdb set --env 1 --level nodes=node-1.domain.tld --resource astute --key deployment_id --value 2 --type int"
+	cmdConfigGet     = "curl -s '127.0.0.1:8080/api/v1/config/environments/1/nodes/node-1.domain.tld/resources/astute/values?effective'"
 )
 
 // Commands in the README that other tests or tools cover.
 var coveredElsewhere = map[string]string{
 	"./scripts/test.sh":                                   "CI runs it (.ci/run)",
+	"./scripts/release.sh":                                "scripts/check-packages.sh runs it in CI and installs the .deb",
 	"go run ./bench/broker":                               "bench/broker's smoke test",
 	"go run ./bench/fanout":                               "bench/fanout's smoke test",
 	"go run ./bench/chef":                                 "bench/chef's smoke test",
@@ -82,8 +87,8 @@ func readmeCommands(t *testing.T) []string {
 
 func TestReadmeCommandsAreCovered(t *testing.T) {
 	known := map[string]bool{}
-	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit, cmdAnsible,
-		cmdConfigComp, cmdConfigEnv, cmdConfigSet, cmdConfigGet} {
+	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdCheckShape, cmdTwoBridges, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit,
+		cmdGalaxyBuild, cmdGalaxyInstall, cmdAnsible, cmdConfigComp, cmdConfigEnv, cmdConfigSet, cmdConfigGet} {
 		known[c] = true
 	}
 	for c := range coveredElsewhere {
@@ -240,7 +245,20 @@ func TestReadme(t *testing.T) {
 		}
 
 		testkit.RequireCommand(t, "ansible-playbook")
-		out, err = shell(t, bins, cmdAnsible).CombinedOutput()
+		testkit.RequireCommand(t, "ansible-galaxy")
+		// The collection is built in, and installed into, directories of the
+		// test's own rather than the repository and ~/.ansible.
+		work, collections := t.TempDir(), "ANSIBLE_COLLECTIONS_PATH="+t.TempDir()
+		for _, c := range []string{cmdGalaxyBuild, cmdGalaxyInstall} {
+			cmd := exec.Command("sh", "-c", strings.Replace(c, "adapters/", filepath.Join(testkit.ModuleRoot(t), "adapters")+"/", 1))
+			cmd.Dir, cmd.Env = work, append(os.Environ(), collections)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", c, err, out)
+			}
+		}
+		ansible := shell(t, bins, cmdAnsible)
+		ansible.Env = append(os.Environ(), collections)
+		out, err = ansible.CombinedOutput()
 		if err != nil || strings.Contains(string(out), "WARNING]: firehose") {
 			t.Fatalf("%s: %v:\n%s", cmdAnsible, err, out)
 		}
@@ -256,12 +274,29 @@ func TestReadme(t *testing.T) {
 		if out, err := shell(t, bins, cmdCheck).CombinedOutput(); err != nil || !strings.Contains(string(out), "config OK") {
 			t.Fatalf("%s: %v: %s", cmdCheck, err, out)
 		}
+		if out, err := shell(t, bins, cmdCheckShape).CombinedOutput(); err != nil || !strings.Contains(string(out), "config syntax OK") {
+			t.Fatalf("%s: %v: %s", cmdCheckShape, err, out)
+		}
 		out, err := shell(t, bins, cmdPasswd).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := bcrypt.CompareHashAndPassword([]byte(strings.TrimSpace(string(out))), []byte("the-password")); err != nil {
 			t.Fatalf("%s printed %q: %v", cmdPasswd, out, err)
+		}
+	})
+
+	t.Run("a second bridge beside the first, by flags", func(t *testing.T) {
+		testkit.RequirePortsFree(t, "127.0.0.1:8081", ":1884")
+		p := testkit.Start(t, t.TempDir(), "sh", "-c", "exec "+strings.Replace(cmdTwoBridges, "go run ./cmd/bridge", bins["bridge"], 1))
+		testkit.WaitHTTP(t, p, "http://127.0.0.1:8081/healthz")
+		testkit.WaitTCP(t, p, "127.0.0.1:1884")
+		testkit.Eventually(t, func() bool { return strings.Contains(p.Output(), "bridge ready") }, "the bridge to log readiness")
+		if n := strings.Count(p.Output(), "MQTT listener up"); n != 1 || strings.Contains(p.Output(), `"listener":"ws"`) {
+			t.Errorf("want only the MQTT listener up, not the WebSocket one:\n%s", p.Output())
+		}
+		if err := p.Stop(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Output())
 		}
 	})
 

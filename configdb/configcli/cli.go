@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/opsfirehose/firehose/internal/terminal"
 )
 
 // Exit statuses.
@@ -18,7 +20,8 @@ const (
 	exitUsage = 2 // bad arguments: nothing was sent
 )
 
-// Run runs `bridge config <command> ...` and returns the exit status.
+// Run runs `bridge configdb <command> ...` (also `bridge config`) and
+// returns the exit status.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stdout, usage)
@@ -27,7 +30,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return exitOK
 	}
-	r := &runner{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: lookupEnv}
+	r := &runner{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, env: lookupEnv, terminal: terminal.Is(stdout)}
 	cmd, rest := args[0], args[1:]
 	var err error
 	switch cmd {
@@ -45,12 +48,12 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = r.history(rest)
 	case "env", "comp", "def", "lvl":
 		if len(rest) == 0 {
-			err = usageErrorf("%s needs a subcommand; see bridge config help", cmd)
+			err = usageErrorf("%s needs a subcommand; see bridge configdb help", cmd)
 			break
 		}
 		err = r.entity(cmd, rest[0], rest[1:])
 	default:
-		err = usageErrorf("unknown command %q; see bridge config help", cmd)
+		err = usageErrorf("unknown command %q; see bridge configdb help", cmd)
 	}
 	var ue *usageError
 	switch {
@@ -59,14 +62,15 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "bridge config %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "bridge configdb %s: %v\n", cmd, err)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "bridge config %s: %v\n", cmd, err)
+	fmt.Fprintf(stderr, "bridge configdb %s: %v\n", cmd, err)
 	return exitError
 }
 
-const usage = `bridge config manages ConfigDB, the tuning-box compatible config API.
+const usage = `bridge configdb manages ConfigDB, the tuning-box compatible config API (fuel2 config).
+"bridge config" is the same command, by its older name.
 
 Resources (values are always read effective, as Hiera sees them):
   get         --env N [--level l1=v1,l2=v2] --resource R [--key a.b] [--show-lookup] [--format json|yaml|plain]
@@ -87,8 +91,10 @@ Environments, components, resource definitions, hierarchy levels:
 Every command takes --url (default $FIREHOSE_CONFIGDB_URL, else $FIREHOSE_URL/api/v1/config,
 else http://127.0.0.1:8080/api/v1/config), --token (default $FIREHOSE_CONFIGDB_TOKEN, sent as
 X-Auth-Token) and --user (default $FIREHOSE_CONFIGDB_USER, HTTP Basic with $FIREHOSE_CONFIGDB_PASSWORD),
-and --format json|yaml for what it prints. A key a.b.0 goes into nested objects and lists.
-Any 4xx or 5xx answer is printed and exits 1; bad arguments exit 2.
+and --format table|json|yaml for what it prints: a table on a terminal, JSON otherwise.
+get --key prints "<key>: <value>" (yaml), {"<key>": <value>} (json), or the bare value (plain).
+Writes print what they did ("ResourceValue for key K was set"). A key a.b.0 goes into nested
+objects and lists. Any 4xx or 5xx answer is printed and exits 1; bad arguments exit 2.
 `
 
 type usageError struct{ msg string }
@@ -104,6 +110,8 @@ type runner struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	env            func(string) (string, bool)
+	// terminal: stdout is a terminal, where output is a table by default.
+	terminal bool
 }
 
 func (r *runner) getenv(name string) string {
@@ -123,14 +131,17 @@ type flags struct {
 }
 
 func (r *runner) flags(name, defaultFormat string) *flags {
-	fs := flag.NewFlagSet("bridge config "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet("bridge configdb "+name, flag.ContinueOnError)
 	fs.SetOutput(r.stderr)
 	f := &flags{FlagSet: fs, r: r}
 	f.url = fs.String("url", "", "the ConfigDB API `URL` (default $"+EnvURL+", else $"+EnvBridgeURL+"/api/v1/config, else "+DefaultURL+")")
 	f.token = fs.String("token", "", "token sent as X-Auth-Token (default $"+EnvToken+")")
 	f.user = fs.String("user", "", "HTTP Basic user (default $"+EnvUser+"; the password comes from $"+EnvPassword+")")
 	if defaultFormat != "" {
-		f.format = fs.String("format", defaultFormat, "output `format`: json or yaml (get: also plain)")
+		if r.terminal {
+			defaultFormat = "table"
+		}
+		f.format = fs.String("format", defaultFormat, "output `format`: table, json or yaml (get: also plain); table on a terminal, else json")
 	}
 	return f
 }
@@ -227,8 +238,8 @@ func (r *runner) get(args []string) error {
 	if _, err := f.parse(args, 0); err != nil {
 		return err
 	}
-	if *f.format != "json" && *f.format != "yaml" && *f.format != "plain" {
-		return usageErrorf("--format must be json, yaml or plain")
+	if *f.format != "json" && *f.format != "yaml" && *f.format != "plain" && *f.format != "table" {
+		return usageErrorf("--format must be table, json, yaml or plain")
 	}
 	path, err := rf.path("values")
 	if err != nil {
@@ -246,6 +257,11 @@ func (r *runner) get(args []string) error {
 	rep, err := f.client().do(r.ctx, "GET", path, nil)
 	if err != nil {
 		return err
+	}
+	if *key != "" && *f.format != "plain" {
+		// As spec 002 and fuel2 show one key: "<key>: <value>", the
+		// value keeping its type.
+		return outputKey(r.stdout, *key, rep.body, *f.format)
 	}
 	return output(r.stdout, rep.body, *f.format)
 }
@@ -271,10 +287,25 @@ func (r *runner) set(args []string, kind string) error {
 	}
 	c := f.client()
 	if *key == "" {
-		_, err := c.do(r.ctx, "PUT", path, v)
+		_, err = c.do(r.ctx, "PUT", path, v)
+	} else {
+		err = setKey(r.ctx, c, path, strings.Split(*key, "."), v)
+	}
+	if err != nil {
 		return err
 	}
-	return setKey(r.ctx, c, path, strings.Split(*key, "."), v)
+	// fuel2's confirmation, word for word, so scripts that read it still work.
+	fmt.Fprintln(r.stdout, confirmation(kind, *key, "set"))
+	return nil
+}
+
+// confirmation is the line fuel2 config prints after a write.
+func confirmation(kind, key, done string) string {
+	entity := map[string]string{"values": "ResourceValue", "overrides": "ResourceOverride"}[kind]
+	if key == "" {
+		return entity + " was " + done
+	}
+	return entity + " for key " + key + " was " + done
 }
 
 // valueToSet checks set's arguments as tuning-box's client did, and returns
@@ -332,36 +363,33 @@ func (r *runner) valueToSet(key string, hasValue bool, value, typ, format string
 }
 
 // setKey sets one key with a keys operation, which is atomic on the server.
-// A level with nothing stored yet has no document to edit: then a top-level
-// key is created with a PUT that only succeeds if nothing was stored
-// meanwhile (If-Match "0"), and the whole is retried once if it was.
+// A level with nothing stored yet has no document to edit, and a keys
+// operation there is refused (404, which the server logs): so for a
+// top-level key the stored document's ETag is read first, and when nothing
+// is stored ("0") the key is created with a PUT that only succeeds if
+// nothing was stored meanwhile (If-Match "0"); when something was, the keys
+// operation follows.
 func setKey(ctx context.Context, c *client, path string, keys []string, v any) error {
 	entry := make([]any, 0, len(keys)+1)
 	for _, k := range keys {
 		entry = append(entry, k)
 	}
 	entry = append(entry, v)
-	var err error
-	for range 2 {
-		if _, err = c.do(ctx, "PUT", path+"/keys/set", [][]any{entry}); err == nil {
-			return nil
-		}
-		var ae *apiError
-		if !errors.As(err, &ae) || ae.status != 404 || len(keys) != 1 {
+	if len(keys) == 1 {
+		cur, err := c.do(ctx, "GET", path, nil)
+		if err != nil {
 			return err
 		}
-		cur, gerr := c.do(ctx, "GET", path, nil)
-		if gerr != nil || cur.header.Get("ETag") != `"0"` {
-			return err // the 404 was about something else: say so
-		}
-		_, err = c.do(ctx, "PUT", path, map[string]any{keys[0]: v}, "If-Match", `"0"`)
-		if err == nil {
-			return nil
-		}
-		if !errors.As(err, &ae) || ae.status != 412 {
-			return err
+		if cur.header.Get("ETag") == `"0"` {
+			_, err = c.do(ctx, "PUT", path, map[string]any{keys[0]: v}, "If-Match", `"0"`)
+			var ae *apiError
+			if err == nil || !errors.As(err, &ae) || ae.status != 412 {
+				return err
+			}
+			// Stored meanwhile: edit that document.
 		}
 	}
+	_, err := c.do(ctx, "PUT", path+"/keys/set", [][]any{entry})
 	return err
 }
 
@@ -383,8 +411,11 @@ func (r *runner) del(args []string, kind string) error {
 	for _, k := range strings.Split(*key, ".") {
 		entry = append(entry, k)
 	}
-	_, err = f.client().do(r.ctx, "PUT", path, [][]any{entry})
-	return err
+	if _, err = f.client().do(r.ctx, "PUT", path, [][]any{entry}); err != nil {
+		return err
+	}
+	fmt.Fprintln(r.stdout, confirmation(kind, *key, "deleted"))
+	return nil
 }
 
 func (r *runner) history(args []string) error {

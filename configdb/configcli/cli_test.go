@@ -3,9 +3,11 @@ package configcli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -88,7 +90,9 @@ func TestSetAndGetForms(t *testing.T) {
 		args := func(cmd string, more ...string) []string { return append(append([]string{cmd}, node...), more...) }
 
 		// A key on a level where nothing is stored yet: created.
-		c.ok("", args("set", "--key", "i", "--value", "42", "--type", "int")...)
+		if got := c.ok("", args("set", "--key", "i", "--value", "42", "--type", "int")...); got != "ResourceValue for key i was set\n" {
+			t.Fatalf("%q", got)
+		}
 		c.ok("", args("set", "--key", "s", "--value", "42", "--type", "str")...)
 		c.ok("", args("set", "--key", "b", "--value", "true", "--type", "bool")...)
 		c.ok("", args("set", "--key", "n", "--type", "null")...)
@@ -105,24 +109,45 @@ func TestSetAndGetForms(t *testing.T) {
 		if got := c.ok("", args("get", "--key", "n", "--format", "plain")...); got != "" {
 			t.Fatalf("%q", got)
 		}
-		if got := c.ok("", args("get", "--key", "j", "--format", "yaml")...); got != "x:\n  - 1\n  - 3\n" {
+		// --key prints "<key>: <value>" (spec 002, fuel2), the value keeping its type.
+		if got := c.ok("", args("get", "--key", "j", "--format", "yaml")...); got != "j:\n  x:\n    - 1\n    - 3\n" {
+			t.Fatalf("%q", got)
+		}
+		if got := c.ok("", args("get", "--key", "i", "--format", "yaml")...); got != "i: 42\n" {
+			t.Fatalf("%q", got)
+		}
+		if got := c.ok("", args("get", "--key", "s")...); got != "{\n  \"s\": \"42\"\n}\n" {
+			t.Fatalf("%q", got)
+		}
+		if got := c.ok("", args("get", "--key", "j.x.1", "--format", "table")...); got != "key    value\nj.x.1  3\n" {
 			t.Fatalf("%q", got)
 		}
 
 		// The whole document from stdin; then overrides, del, rm-override.
-		c.ok(`{"a": 1, "b": 2}`, args("set", "--format", "json")...)
-		c.ok("", args("override", "--key", "a", "--value", "10", "--type", "int")...)
-		if got := c.ok("", args("get", "--key", "a", "--show-lookup", "--format", "json")...); got != "[\n  10,\n  \"/nodes/n1/\"\n]\n" {
+		if got := c.ok(`{"a": 1, "b": 2}`, args("set", "--format", "json")...); got != "ResourceValue was set\n" {
 			t.Fatalf("%q", got)
 		}
-		c.ok("", args("rm-override", "--key", "a")...)
-		c.ok("", args("del", "--key", "b")...)
+		c.ok("", args("override", "--key", "a", "--value", "10", "--type", "int")...)
+		if got := c.ok("", args("get", "--key", "a", "--show-lookup", "--format", "json")...); got != "{\n  \"a\": [\n    10,\n    \"/nodes/n1/\"\n  ]\n}\n" {
+			t.Fatalf("%q", got)
+		}
+		// Writes say what they did, in fuel2's words.
+		if got := c.ok("", args("rm-override", "--key", "a")...); got != "ResourceOverride for key a was deleted\n" {
+			t.Fatalf("%q", got)
+		}
+		if got := c.ok("", args("del", "--key", "b")...); got != "ResourceValue for key b was deleted\n" {
+			t.Fatalf("%q", got)
+		}
+
 		if got := c.ok("", args("get", "--format", "json")...); got != "{\n  \"a\": 1\n}\n" {
 			t.Fatalf("%q", got)
 		}
 		hist := c.ok("", args("history", "--kind", "overrides", "--format", "yaml")...)
 		if strings.Count(hist, "- author: anonymous") != 2 || !strings.Contains(hist, "kind: overrides") {
 			t.Fatal(hist)
+		}
+		if got := c.ok("", args("override", "--key", "z", "--value", "1")...); got != "ResourceOverride for key z was set\n" {
+			t.Fatalf("%q", got)
 		}
 
 		// Errors: the server's message and exit 1; bad arguments exit 2.
@@ -155,11 +180,11 @@ func TestValueWithoutType(t *testing.T) {
 		args := func(cmd string, more ...string) []string { return append(append([]string{cmd}, node...), more...) }
 		c.ok("", args("set", "--key", "deployment_id", "--value", "1", "--type", "int")...)
 		c.ok("", args("override", "--key", "deployment_id", "--value", "2")...)
-		if got := c.ok("", args("get", "--key", "deployment_id")...); got != "\"2\"\n" {
+		if got := c.ok("", args("get", "--key", "deployment_id")...); got != "{\n  \"deployment_id\": \"2\"\n}\n" {
 			t.Fatalf("%q, want the string \"2\"", got)
 		}
 		c.ok("", args("override", "--key", "deployment_id", "--value", "3", "--type", "int")...)
-		if got := c.ok("", args("get", "--key", "deployment_id")...); got != "3\n" {
+		if got := c.ok("", args("get", "--key", "deployment_id", "--format", "yaml")...); got != "deployment_id: 3\n" {
 			t.Fatalf("%q, want the number 3", got)
 		}
 		// Nested keys and the environment-wide level too.
@@ -252,4 +277,54 @@ func TestCredentialsAndErrors(t *testing.T) {
 
 	// Nothing listening: exit 1.
 	c.fails(1, "connection refused", "env", "list", "--url", "http://127.0.0.1:1/api/v1/config")
+}
+
+// TestFirstSetIsNoRefusal: setting a key where nothing is stored yet sends
+// no request the server refuses (each refusal is logged there).
+func TestFirstSetIsNoRefusal(t *testing.T) {
+	cfg := api.DefaultConfig()
+	cfg.DSN = dbtest.SQLite(t)
+	h, err := api.Open(context.Background(), cfg, api.Options{Publisher: testbus.Start(t), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	var mu sync.Mutex
+	var refused []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: 200}
+		mux.ServeHTTP(rec, r)
+		if rec.status >= 400 {
+			mu.Lock()
+			refused = append(refused, fmt.Sprintf("%s %s: %d", r.Method, r.URL.Path, rec.status))
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(func() { srv.Close(); _ = h.Close() })
+	c := newCLI(t, srv.URL)
+	c.setup()
+	for _, level := range []string{"nodes=n1", "nodes=n2"} {
+		c.ok("", "set", "--env", "1", "--level", level, "--resource", "astute", "--key", "k", "--value", "v")
+		c.ok("", "set", "--env", "1", "--level", level, "--resource", "astute", "--key", "k2", "--value", "v")
+		c.ok("", "override", "--env", "1", "--level", level, "--resource", "astute", "--key", "k", "--value", "o")
+	}
+	if got := c.ok("", "get", "--env", "1", "--level", "nodes=n2", "--resource", "astute", "--format", "yaml"); got != "k: o\nk2: v\n" {
+		t.Fatalf("%q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refused) > 0 {
+		t.Fatalf("the server refused %v", refused)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
 }

@@ -1,4 +1,4 @@
-// Package configcli is `bridge config ...`: the fuel2 config commands (get,
+// Package configcli is `bridge configdb ...` (also `bridge config`): the fuel2 config commands (get,
 // set, override, del, rm-override, and env, comp, def, lvl to manage
 // environments, components, resource definitions and levels) plus history,
 // against a ConfigDB API given by URL and token, from flags or environment.

@@ -2,10 +2,14 @@ package configcli
 
 import (
 	"flag"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
 )
+
+// entityName is how fuel2 names each kind in its confirmations.
+var entityName = map[string]string{"env": "Environment", "comp": "Component", "def": "Resource_definition"}
 
 // entity serves env, comp, def and lvl.
 func (r *runner) entity(kind, verb string, args []string) error {
@@ -49,8 +53,11 @@ func (r *runner) entity(kind, verb string, args []string) error {
 		if err != nil {
 			return err
 		}
-		_, err = f.client().do(r.ctx, "DELETE", base+"/"+id, nil)
-		return err
+		if _, err = f.client().do(r.ctx, "DELETE", base+"/"+id, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.stdout, "%s with id %s was deleted\n", entityName[kind], id)
+		return nil
 	case "create", "update":
 		switch kind {
 		case "env":
@@ -147,8 +154,11 @@ func (r *runner) envWrite(verb string, args []string) error {
 	if isSet(f, "levels") {
 		body["hierarchy_levels"] = commaList(*levels)
 	}
-	_, err = f.client().do(r.ctx, "PATCH", "/environments/"+envID, body)
-	return err
+	if _, err = f.client().do(r.ctx, "PATCH", "/environments/"+envID, body); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.stdout, "%s with id %s was updated\n", entityName["env"], envID)
+	return nil
 }
 
 func (r *runner) compWrite(verb string, args []string) error {
@@ -196,8 +206,11 @@ func (r *runner) compWrite(verb string, args []string) error {
 		}
 		body["resource_definitions"] = list
 	}
-	_, err = f.client().do(r.ctx, "PATCH", "/components/"+compID, body)
-	return err
+	if _, err = f.client().do(r.ctx, "PATCH", "/components/"+compID, body); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.stdout, "%s with id %s was updated\n", entityName["comp"], compID)
+	return nil
 }
 
 func (r *runner) defWrite(verb string, args []string) error {
@@ -259,8 +272,11 @@ func (r *runner) defWrite(verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.client().do(r.ctx, "PATCH", "/resource_definitions/"+defID, body)
-	return err
+	if _, err = f.client().do(r.ctx, "PATCH", "/resource_definitions/"+defID, body); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.stdout, "%s with id %s was updated\n", entityName["def"], defID)
+	return nil
 }
 
 // levels serves lvl list and lvl show.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -58,8 +59,111 @@ func output(w io.Writer, body []byte, format string) error {
 			return err
 		}
 		return enc.Close()
+	case "table":
+		return table(w, v)
 	}
-	return fmt.Errorf("unknown format %q: use json, yaml or plain", format)
+	return fmt.Errorf("unknown format %q: use table, json, yaml or plain", format)
+}
+
+// outputKey prints one key's value as fuel2 config get --key does: the
+// mapping {key: value}, so YAML reads "<key>: <value>" and JSON
+// {"<key>": <value>}, the value keeping its type.
+func outputKey(w io.Writer, key string, body []byte, format string) error {
+	v, err := decodeJSON(body)
+	if err != nil {
+		return err
+	}
+	if format == "table" {
+		return table(w, map[string]any{key: v})
+	}
+	b, err := json.Marshal(map[string]json.RawMessage{key: body})
+	if err != nil {
+		return err
+	}
+	return output(w, b, format)
+}
+
+// table prints a list of objects as rows under their keys, an object as
+// key/value rows (as fuel2's cliff tables do), and anything else plain.
+// Values that are not strings are shown as compact JSON.
+func table(w io.Writer, v any) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	switch t := v.(type) {
+	case []any:
+		var cols []string
+		seen := map[string]bool{}
+		for _, item := range t {
+			if m, ok := item.(map[string]any); ok {
+				for _, k := range sortedKeys(m) {
+					if !seen[k] {
+						seen[k] = true
+						cols = append(cols, k)
+					}
+				}
+			}
+		}
+		if len(cols) == 0 {
+			for _, item := range t {
+				fmt.Fprintln(tw, cell(item))
+			}
+			return tw.Flush()
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		for _, item := range t {
+			m, _ := item.(map[string]any)
+			row := make([]string, len(cols))
+			for i, c := range cols {
+				if val, ok := m[c]; ok {
+					row[i] = cell(val)
+				}
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+	case map[string]any:
+		fmt.Fprintln(tw, "key\tvalue")
+		for _, k := range sortedKeys(t) {
+			fmt.Fprintf(tw, "%s\t%s\n", k, cell(t[k]))
+		}
+	default:
+		fmt.Fprintln(tw, cell(t))
+	}
+	return tw.Flush()
+}
+
+// sortedKeys puts id and name first, as fuel2's tables do, then the rest
+// in order.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	rank := func(k string) int {
+		switch k {
+		case "id":
+			return 0
+		case "name":
+			return 1
+		}
+		return 2
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if ri, rj := rank(keys[i]), rank(keys[j]); ri != rj {
+			return ri < rj
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+func cell(v any) string {
+	switch t := v.(type) {
+	case string:
+		return strings.NewReplacer("\t", " ", "\n", " ").Replace(t)
+	case nil:
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // yamlNode builds a YAML tree from decoded JSON, keeping numbers as written

@@ -107,7 +107,7 @@ func TestReadmeUseCases(t *testing.T) {
 					t.Fatalf("%s: %s %s", s.line, resp.Status, b)
 				}
 				got = string(b)
-			case w[0] == "bridge" && w[1] == "config":
+			case w[0] == "bridge" && w[1] == "configdb":
 				args, stdin := w[2:], ""
 				if n := len(args); n >= 2 && args[n-2] == "<" {
 					file, ok := strings.CutPrefix(args[n-1], "/etc/hiera/")
@@ -122,7 +122,7 @@ func TestReadmeUseCases(t *testing.T) {
 				}
 				got = c.ok(stdin, args...)
 			default:
-				t.Fatalf("the README's use cases may only hold export, curl and bridge config lines: %q", s.line)
+				t.Fatalf("the README's use cases may only hold export, curl and bridge configdb lines: %q", s.line)
 			}
 			if s.want != nil && strings.TrimRight(got, "\n") != strings.Join(s.want, "\n") {
 				t.Fatalf("%s\ngot:\n%s\nwant:\n%s", s.line, got, strings.Join(s.want, "\n"))

@@ -343,6 +343,16 @@ class TestSender(unittest.TestCase):
         self.assertEqual(dropped, 12)
         self.assertLess(time.monotonic() - start, 1.5)
 
+    def test_a_refusing_bridge_is_given_up_at_once(self):
+        # Nothing listens: at the end of the run the sender tries once more
+        # and gives up, rather than retrying until the long deadline.
+        s = firehose.Sender(closed_url())
+        for i in range(250):  # three batches
+            s.put(event(i))
+        self.assertEqual(s.flush(600), 250)
+        self.assertTrue(s._down)
+        self.assertIn('ConnectionRefusedError', s.last_error)
+
     def test_flush_deadline_bounds_a_stalled_bridge(self):
         ln = socket.socket()
         ln.bind(('127.0.0.1', 0))
