@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/testkit"
+	"github.com/opsfirehose/firehose/tlsconfig"
 )
 
 // hugeConnect is a CONNECT whose fixed header claims 256 MiB, followed by
@@ -53,10 +55,13 @@ func waitEOF(t *testing.T, c net.Conn) {
 
 // TestClaimedLengthsAreNotAllocated is attack 1: eight connections whose
 // CONNECT claims 256 MiB cost almost nothing and are closed at once, over
-// TCP and over WebSocket.
+// TCP, TLS and WebSocket.
 func TestClaimedLengthsAreNotAllocated(t *testing.T) {
+	certs := testkit.TLS(t)
 	cfg := testConfig()
-	cfg.Listeners = append(cfg.Listeners, ListenerConfig{Name: "ws", Type: ListenerWebSocket, Address: "127.0.0.1:0"})
+	cfg.Listeners = append(cfg.Listeners,
+		ListenerConfig{Name: "ws", Type: ListenerWebSocket, Address: "127.0.0.1:0"},
+		ListenerConfig{Name: "mqtts", Type: ListenerTCP, Address: "127.0.0.1:0", TLS: &tlsconfig.Files{CertFile: certs.CertFile, KeyFile: certs.KeyFile}})
 	b, reg := start(t, cfg)
 
 	t.Run("tcp", func(t *testing.T) {
@@ -79,6 +84,28 @@ func TestClaimedLengthsAreNotAllocated(t *testing.T) {
 		})
 		if grew > 16<<20 {
 			t.Fatalf("8 CONNECTs claiming 256 MiB allocated %d MiB", grew>>20)
+		}
+	})
+	t.Run("tls", func(t *testing.T) {
+		grew := allocated(func() {
+			conns := make([]net.Conn, 8)
+			for i := range conns {
+				c, err := tls.Dial("tcp", b.Addr("mqtts"), &tls.Config{RootCAs: certs.CertPool(t)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if _, err := c.Write(hugeConnect); err != nil {
+					t.Fatal(err)
+				}
+				conns[i] = c
+			}
+			for _, c := range conns {
+				waitEOF(t, c)
+			}
+		})
+		if grew > 16<<20 {
+			t.Fatalf("8 CONNECTs claiming 256 MiB over TLS allocated %d MiB", grew>>20)
 		}
 	})
 	t.Run("websocket", func(t *testing.T) {
@@ -109,8 +136,8 @@ func TestClaimedLengthsAreNotAllocated(t *testing.T) {
 		}
 	})
 	tooLarge := b.metrics.refused.WithLabelValues(refusedConnectTooLarge)
-	testkit.Eventually(t, func() bool { return testutil.ToFloat64(tooLarge) == 16 },
-		"connections_refused_total{reason=connect_too_large} = 16 (now %v)", testutil.ToFloat64(tooLarge))
+	testkit.Eventually(t, func() bool { return testutil.ToFloat64(tooLarge) == 24 },
+		"connections_refused_total{reason=connect_too_large} = 24 (now %v)", testutil.ToFloat64(tooLarge))
 	if n, err := testutil.GatherAndCount(reg, "firehose_broker_connections_refused_total"); err != nil || n == 0 {
 		t.Errorf("refusals not exposed: %d, %v", n, err)
 	}
