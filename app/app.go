@@ -23,6 +23,7 @@ import (
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/router"
@@ -42,6 +43,8 @@ type Bridge struct {
 	sinks      map[string]sinks.Sink
 	router     *router.Router
 	publisher  bus.Publisher
+
+	dashboard *dashboard.Dashboard // nil when dashboard.enabled is false
 
 	configdb     *configdbapi.Handler
 	configdbStop context.CancelFunc
@@ -112,6 +115,12 @@ func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
 		return nil, err
 	}
 	b.routes()
+	if cfg.Dashboard.Enabled {
+		if b.dashboard, err = b.newDashboard(); err != nil {
+			return nil, err
+		}
+		b.dashboard.Register(b.http)
+	}
 	if err = b.registerAdapters(); err != nil {
 		return nil, err
 	}
@@ -196,6 +205,11 @@ func (b *Bridge) start() error {
 	if b.subscriber != nil {
 		b.subscriber.Start()
 	}
+	if b.dashboard != nil { // after the broker, which restored the retained statuses it reads
+		if err := b.dashboard.Start(); err != nil {
+			return err
+		}
+	}
 	if b.configdb != nil { // its relay publishes the events a crash or a refusal left in its outbox
 		ctx, cancel := context.WithCancel(context.Background())
 		b.configdbStop, b.configdbDone = cancel, make(chan struct{})
@@ -241,6 +255,9 @@ func (b *Bridge) closeAll(ctx context.Context) error {
 		if err := within(ctx, fn); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
+	}
+	if b.dashboard != nil { // its streams never end by themselves, and HTTP shutdown waits for them
+		b.dashboard.Close()
 	}
 	if b.http != nil {
 		step("http", func() error { return b.http.Shutdown(ctx) })

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -239,6 +240,31 @@ func (b *Broker) Publish(ctx context.Context, msgs ...bus.Message) error {
 		}
 	}
 	return nil
+}
+
+// Subscribe delivers to fn what an MQTT subscriber of filter would get,
+// through the inline client: first the retained messages that match (with
+// Retain set), on the caller's goroutine, before Subscribe returns; then every
+// matching message as it is published (Retain false), on the publisher's
+// goroutine, so fn must not block and must copy Payload to keep it. As for any
+// subscriber, "#" and "+" do not match "$" topics. id must be unique among the
+// broker's inline subscriptions to the same filter; the returned function ends
+// the subscription.
+func (b *Broker) Subscribe(id int, filter string, fn func(bus.Message)) (unsubscribe func(), err error) {
+	var replaying atomic.Bool
+	replaying.Store(true)
+	dollar := strings.HasPrefix(filter, "$")
+	handler := func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) {
+		if !dollar && strings.HasPrefix(pk.TopicName, "$") {
+			return // mochi hands inline subscribers of "#" its $SYS topics too
+		}
+		fn(bus.Message{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: replaying.Load() && pk.FixedHeader.Retain})
+	}
+	if err := b.server.Subscribe(filter, id, handler); err != nil {
+		return nil, fmt.Errorf("subscribe %q: %w", filter, err)
+	}
+	replaying.Store(false)
+	return func() { _ = b.server.Unsubscribe(filter, id) }, nil
 }
 
 // userProperties turns headers into MQTT v5 user properties in key order, so

@@ -33,6 +33,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/terminal"
 	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/subscribe"
 )
 
 // Exit codes.
@@ -111,6 +112,10 @@ func bridgeProgram() *program {
 					return ingest.Run(env.Context, args, env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
 				}},
 			ansiblePluginCommand(),
+			{Name: "sub", Args: "[FILTER...] [flags]", Summary: "print the bus's messages as they come: time, coloured topic, compact JSON",
+				Run: func(env Env, _ string, args []string) int {
+					return subscribe.Run(env.Context, args, env.Stdout, env.Stderr, env.LookupEnv)
+				}},
 			{Name: "configdb", Aliases: []string{"config"}, Args: "<command> [flags]", Summary: "the ConfigDB client (fuel2 config: get, set, override, env, comp...) against a running bridge",
 				Run: func(env Env, _ string, args []string) int {
 					return configcli.Run(env.Context, args, env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)

@@ -24,6 +24,7 @@ import (
 	"github.com/opsfirehose/firehose/adapters/subunit"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/logging"
 	"github.com/opsfirehose/firehose/router"
@@ -56,6 +57,8 @@ type Config struct {
 	Subunit   subunit.Config   `yaml:"subunit"`
 	// ConfigDB is the Fuel/tuning-box config API and its store.
 	ConfigDB configdbapi.Config `yaml:"configdb"`
+	// Dashboard is the live page at / and its read API.
+	Dashboard dashboard.Config `yaml:"dashboard"`
 
 	// given holds the keys the file wrote, for Given.
 	given map[string]bool
@@ -95,6 +98,7 @@ func Default() Config {
 		Launchpad:       launchpad.DefaultConfig(),
 		Subunit:         subunit.DefaultConfig(),
 		ConfigDB:        configdbapi.DefaultConfig(),
+		Dashboard:       dashboard.DefaultConfig(),
 	}
 }
 

@@ -18,6 +18,7 @@ declare -A packages=(
   [ssh]=openssh-client
   [subunit-2to1]=subunit
   [python3]=python3
+  [chromium]=chromium
   ['/usr/lib/python3/dist-packages/subunit/__init__.py']=python3-subunit
   ['/usr/lib/postgresql/*/bin/initdb']=postgresql
   [promtool]=prometheus

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +44,9 @@ const (
 	cmdConfigEnv     = "go run ./cmd/bridge configdb env create --id 1 --components fuel-lcm --levels nodes"
 	cmdConfigSet     = "go run ./cmd/bridge configdb set --env 1 --level nodes=node-1.domain.tld --resource astute --key deployment_id --value 2 --type int"
 	cmdConfigGet     = "curl -s '127.0.0.1:8080/api/v1/config/environments/1/nodes/node-1.domain.tld/resources/astute/values?effective'"
+	cmdSubFailure    = "go run ./cmd/bridge sub 'chef/+/+/run/failure'"
+	cmdSubStatus     = "go run ./cmd/bridge sub 'chef/+/+/status' --retained-only --format json"
+	cmdStream        = "curl -N 'http://127.0.0.1:8080/api/v1/stream?filter=chef/%2B/%2B/run/failure'"
 )
 
 // Commands in the README that other tests or tools cover.
@@ -54,6 +59,7 @@ var coveredElsewhere = map[string]string{
 	"go run ./bench/ansible":                              "bench/ansible's smoke test",
 	"go run ./bench/configdb":                             "bench/configdb's smoke test",
 	"go run ./bench/loginstorm":                           "bench/loginstorm's smoke test",
+	"go run ./bench/dashboard":                            "bench/dashboard's smoke test",
 	"go test -run xxx -bench . ./topics/":                 "plain go test",
 	"mosquitto_sub -t 'chef/+/+/run/failure'":             "illustration of filters",
 	"mosquitto_sub -t 'ansible/playbook/+/task/+/FAILED'": "illustration of filters",
@@ -88,7 +94,8 @@ func readmeCommands(t *testing.T) []string {
 func TestReadmeCommandsAreCovered(t *testing.T) {
 	known := map[string]bool{}
 	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdCheckShape, cmdTwoBridges, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit,
-		cmdGalaxyBuild, cmdGalaxyInstall, cmdAnsible, cmdConfigComp, cmdConfigEnv, cmdConfigSet, cmdConfigGet} {
+		cmdGalaxyBuild, cmdGalaxyInstall, cmdAnsible, cmdConfigComp, cmdConfigEnv, cmdConfigSet, cmdConfigGet,
+		cmdSubFailure, cmdSubStatus, cmdStream} {
 		known[c] = true
 	}
 	for c := range coveredElsewhere {
@@ -270,6 +277,38 @@ func TestReadme(t *testing.T) {
 		}
 	})
 
+	t.Run("watch the bus", func(t *testing.T) {
+		tour := strings.Replace(cmdTour, "go run ./cmd/bridge", bins["bridge"], 1)
+		tour = strings.Replace(tour, "examples/tour.yaml", filepath.Join(testkit.ModuleRoot(t), "examples/tour.yaml"), 1)
+		p := testkit.Start(t, t.TempDir(), "sh", "-c", "exec "+tour)
+		testkit.WaitHTTP(t, p, "http://127.0.0.1:8080/healthz")
+		if code, body := httpGetStatus(t, "http://127.0.0.1:8080/"); code != 200 || !strings.Contains(body, "<title>firehose</title>") {
+			t.Fatalf("GET /: %d", code)
+		}
+		// The two live readers print a failed run once they are subscribed:
+		// post one until both have.
+		sub := testkit.Start(t, "", "sh", "-c", "exec "+strings.Replace(cmdSubFailure, "go run ./cmd/bridge", bins["bridge"], 1))
+		stream := testkit.Start(t, "", "sh", "-c", "exec "+cmdStream)
+		failure := filepath.Join(testkit.ModuleRoot(t), "adapters/chef/testdata/03_run_converge_failure_chef15_policyfile_macos/input.json")
+		const topic = "chef/chefit-development/FVFWM0M8HV2J/run/failure"
+		testkit.Eventually(t, func() bool {
+			if out, err := exec.Command("curl", "-s", "--data-binary", "@"+failure, "127.0.0.1:8080/data-collector/v0/").CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			return strings.Contains(sub.Output(), " "+topic+" {") && strings.Contains(stream.Output(), `"topic":"`+topic+`"`)
+		}, "bridge sub and the stream printing %s", topic)
+		if !regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d\.\d{3} ` + topic + ` \{"chef_server_fqdn":"api.chef.io",`).MatchString(sub.Output()) {
+			t.Errorf("bridge sub printed %q", sub.Output())
+		}
+		if !strings.Contains(stream.Output(), "event: message\ndata: {\"time\":") {
+			t.Errorf("the stream printed %q", stream.Output())
+		}
+		out, err := shell(t, bins, cmdSubStatus).Output()
+		if err != nil || !strings.HasPrefix(string(out), `{"time":`) || !strings.Contains(string(out), `"topic":"chef/chefit-development/FVFWM0M8HV2J/status","retained":true,"qos":0,"payload":{"node_name":"FVFWM0M8HV2J"`) {
+			t.Fatalf("%s: %v: %q", cmdSubStatus, err, out)
+		}
+	})
+
 	t.Run("check and passwd", func(t *testing.T) {
 		if out, err := shell(t, bins, cmdCheck).CombinedOutput(); err != nil || !strings.Contains(string(out), "config OK") {
 			t.Fatalf("%s: %v: %s", cmdCheck, err, out)
@@ -315,6 +354,17 @@ func TestReadme(t *testing.T) {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Output())
 		}
 	})
+}
+
+func httpGetStatus(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // expectLinePrefix skips lines (the rest of a multi-line payload) until one

@@ -1,0 +1,283 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Source is where the dashboard reads the bus, as an anonymous subscriber.
+//
+// Subscribe calls fn with what an anonymous MQTT subscriber of filter would
+// get: first the retained messages (Retain set), on the caller's goroutine
+// before it returns, then each message as it is published (Retain false), on
+// the publisher's goroutine, so fn must not block and must copy Payload to
+// keep it. id is unique per subscription. The returned function ends it.
+// *broker.Broker is a Source.
+type Source interface {
+	Subscribe(id int, filter string, fn func(bus.Message)) (unsubscribe func(), err error)
+}
+
+// Prefixes are the sources' configured first topic levels; an empty one
+// means the source's default.
+type Prefixes struct {
+	Chef, Ansible, ConfigDB, Gerrit, Launchpad, Subunit string
+}
+
+func (p *Prefixes) setDefaults() {
+	for _, d := range []struct {
+		v   *string
+		def string
+	}{
+		{&p.Chef, topics.DefaultChefPrefix}, {&p.Ansible, topics.DefaultAnsiblePrefix},
+		{&p.ConfigDB, topics.DefaultConfigDBPrefix}, {&p.Gerrit, topics.DefaultGerritPrefix},
+		{&p.Launchpad, topics.DefaultLaunchpadPrefix}, {&p.Subunit, topics.DefaultSubunitPrefix},
+	} {
+		if *d.v == "" {
+			*d.v = d.def
+		}
+	}
+}
+
+// Options carry what the dashboard needs besides its config section.
+type Options struct {
+	// Source is the bus. Nil means the dashboard may show no bus data, and
+	// Unavailable says why; the page then shows only the Health view.
+	Source      Source
+	Unavailable string
+	// Gatherer is the registry /metrics serves, for the Health view.
+	Gatherer prometheus.Gatherer
+	// Registerer receives the dashboard's own metrics; nil means none.
+	Registerer prometheus.Registerer
+	Routes     []Route
+	Prefixes   Prefixes
+	Logger     zerolog.Logger
+}
+
+// ErrClosed is returned by Start after Close.
+var ErrClosed = errors.New("dashboard closed")
+
+// Dashboard is the page and its API. New prepares it, Register adds its
+// endpoints, Start subscribes to the bus (after the broker started, so that
+// restored retained statuses are read), Close ends every stream.
+type Dashboard struct {
+	cfg  Config
+	opts Options
+	log  zerolog.Logger
+
+	fleet   *fleet
+	plays   *plays
+	changes *changes
+	filters map[string][]string // each view's live filters
+
+	in      chan item
+	ids     atomic.Int64
+	streams chan struct{} // a slot per open stream
+
+	streamsOpen prometheus.Gauge
+	dropped     *prometheus.CounterVec // by who: "aggregator", "stream"
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex
+	unsub   []func()
+	started bool
+}
+
+// item is one message for the aggregator, tagged with what it is.
+type item struct {
+	kind     string // "chef", "ansible", "configdb", "gerrit", "launchpad", "subunit"
+	topic    string
+	payload  []byte
+	received time.Time
+}
+
+// New validates cfg and prepares the dashboard. Nothing is subscribed until Start.
+func New(cfg Config, opts Options) (*Dashboard, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("dashboard config: %w", err)
+	}
+	opts.Prefixes.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &Dashboard{
+		cfg: cfg, opts: opts, log: opts.Logger.With().Str("component", "dashboard").Logger(),
+		fleet: newFleet(), plays: newPlays(), changes: &changes{},
+		in:      make(chan item, 8192),
+		streams: make(chan struct{}, cfg.MaxStreams),
+		streamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "firehose_dashboard_streams", Help: "Server-Sent Event streams open (the dashboard's pages and /api/v1/stream clients).",
+		}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_dashboard_messages_dropped_total",
+			Help: "Messages the dashboard dropped because a stream (or its own aggregator) fell behind; publishers never wait for it.",
+		}, []string{"consumer"}),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+	}
+	p := opts.Prefixes
+	d.filters = map[string][]string{
+		"fleet":   {p.Chef + "/+/+/status"},
+		"ansible": {p.Ansible + "/playbook/#"},
+		"changes": {p.ConfigDB + "/#", p.Gerrit + "/#", p.Launchpad + "/#", p.Subunit + "/#"},
+	}
+	d.ids.Store(1 << 20) // clear of any other inline subscriber's small ids
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{d.streamsOpen, d.dropped} {
+			if err := opts.Registerer.Register(c); err != nil {
+				cancel()
+				return nil, fmt.Errorf("dashboard metrics: %w", err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// Start subscribes the aggregator to the bus. It returns once the retained
+// messages (every node's status) are queued for it.
+func (d *Dashboard) Start() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if d.started {
+		return nil
+	}
+	d.started = true
+	go d.aggregate()
+	if d.opts.Source == nil {
+		return nil
+	}
+	subs := []struct{ kind, filter string }{
+		{"chef", d.filters["fleet"][0]},
+		{"ansible", d.filters["ansible"][0]},
+		{"configdb", d.filters["changes"][0]},
+		{"gerrit", d.filters["changes"][1]},
+		{"launchpad", d.filters["changes"][2]},
+		{"subunit", d.filters["changes"][3]},
+	}
+	for _, s := range subs {
+		kind := s.kind
+		unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), s.filter, func(m bus.Message) {
+			it := item{kind: kind, topic: m.Topic, payload: append([]byte(nil), m.Payload...), received: time.Now()}
+			if m.Retain { // the replay on Start's goroutine: wait rather than lose a node
+				select {
+				case d.in <- it:
+				case <-d.ctx.Done():
+				}
+				return
+			}
+			select {
+			case d.in <- it:
+			default:
+				d.dropped.WithLabelValues("aggregator").Inc()
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
+		d.unsub = append(d.unsub, unsub)
+	}
+	return nil
+}
+
+// Close ends the subscriptions and every open stream; it is idempotent.
+func (d *Dashboard) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx.Err() != nil {
+		return
+	}
+	for _, u := range d.unsub {
+		u()
+	}
+	d.cancel()
+	if d.started {
+		<-d.done
+	}
+}
+
+// aggregate applies messages to the views' state, one at a time.
+func (d *Dashboard) aggregate() {
+	defer close(d.done)
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case it := <-d.in:
+			d.apply(it)
+		}
+	}
+}
+
+func (d *Dashboard) apply(it item) {
+	p := d.opts.Prefixes
+	now := it.received.UnixMilli()
+	switch it.kind {
+	case "chef":
+		rest := levels(it.topic, p.Chef) // <org>/<node>/status
+		if len(rest) != 3 {
+			return
+		}
+		if len(it.payload) == 0 {
+			d.fleet.set(it.topic, nil)
+			return
+		}
+		if n, ok := parseNode(it.topic, rest[0], rest[1], it.payload, it.received); ok {
+			d.fleet.set(it.topic, n)
+		}
+	case "ansible":
+		rest := levels(it.topic, p.Ansible) // playbook/<uuid>/...
+		if len(rest) < 4 || rest[0] != "playbook" {
+			return
+		}
+		id, kind, host, status := rest[1], rest[2], "", ""
+		switch {
+		case kind == "action" && rest[3] == "start":
+			kind = "start"
+		case kind == "action" && rest[3] == "finish":
+			kind = "finish"
+			if len(rest) > 4 {
+				status = rest[4]
+			}
+		case kind == "stats":
+			host = rest[3]
+		case kind == "task":
+			host = rest[3]
+			if len(rest) > 4 {
+				status = rest[4]
+			}
+		default:
+			return
+		}
+		d.plays.apply(it.topic, id, kind, host, status, it.payload, now)
+	default:
+		prefix := map[string]string{"configdb": p.ConfigDB, "gerrit": p.Gerrit, "launchpad": p.Launchpad, "subunit": p.Subunit}[it.kind]
+		d.changes.add(summarise(it.kind, it.topic, levels(it.topic, prefix), it.payload, now))
+	}
+}
+
+// levels splits what follows prefix in topic, unescaping each level.
+func levels(topic, prefix string) []string {
+	rest, ok := strings.CutPrefix(topic, prefix+"/")
+	if !ok {
+		return nil
+	}
+	out := strings.Split(rest, "/")
+	for i, l := range out {
+		if u, err := topics.Unescape(l); err == nil {
+			out[i] = u
+		}
+	}
+	return out
+}

@@ -1,0 +1,294 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Node is one Chef node's last run, from its retained status message. Fields
+// the payload lacks are empty; fields it adds (the chef adapter grows) are
+// ignored, but for failed_cookbook and owner, which are shown when present.
+type Node struct {
+	Topic          string `json:"topic"`
+	Org            string `json:"org"`
+	Name           string `json:"name"`
+	Status         string `json:"status"`
+	RunID          string `json:"run_id,omitempty"`
+	PolicyName     string `json:"policy_name,omitempty"`
+	PolicyGroup    string `json:"policy_group,omitempty"`
+	StartTime      string `json:"start_time,omitempty"`
+	EndTime        string `json:"end_time,omitempty"`
+	DurationMS     *int64 `json:"duration_ms,omitempty"`
+	Total          *int64 `json:"total_resource_count,omitempty"`
+	Updated        *int64 `json:"updated_resource_count,omitempty"`
+	Failed         *int64 `json:"failed_resource_count,omitempty"`
+	ChefVersion    string `json:"chef_version,omitempty"`
+	ErrorClass     string `json:"error_class,omitempty"`
+	ErrorMessage   string `json:"error_message,omitempty"`
+	FailedCookbook string `json:"failed_cookbook,omitempty"`
+	Owner          string `json:"owner,omitempty"`
+	// Received is when the dashboard got the status, in Unix milliseconds.
+	Received int64 `json:"received"`
+
+	end time.Time // EndTime parsed, for sorting
+}
+
+// statusPayload is the part of chef/<org>/<node>/status that the fleet shows.
+type statusPayload struct {
+	NodeName       *string         `json:"node_name"`
+	Org            *string         `json:"organization_name"`
+	RunID          *string         `json:"run_id"`
+	Status         *string         `json:"status"`
+	StartTime      *string         `json:"start_time"`
+	EndTime        *string         `json:"end_time"`
+	DurationMS     *int64          `json:"duration_ms"`
+	Total          *int64          `json:"total_resource_count"`
+	Updated        *int64          `json:"updated_resource_count"`
+	Failed         *int64          `json:"failed_resource_count"`
+	PolicyName     *string         `json:"policy_name"`
+	PolicyGroup    *string         `json:"policy_group"`
+	ChefVersion    *string         `json:"chef_version"`
+	ErrorClass     *string         `json:"error_class"`
+	ErrorMessage   *string         `json:"error_message"`
+	FailedCookbook json.RawMessage `json:"failed_cookbook"`
+	Owner          json.RawMessage `json:"owner"`
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// label renders a field that may be a string, or an object with a name (and
+// a version), such as {"name":"mysql","version":"8.0.2"}.
+func label(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Name    any `json:"name"`
+		Team    any `json:"team"`
+		Version any `json:"version"`
+	}
+	if json.Unmarshal(raw, &o) == nil {
+		name := scalar(o.Name)
+		if name == "" {
+			name = scalar(o.Team)
+		}
+		if v := scalar(o.Version); v != "" && name != "" {
+			return name + " " + v
+		}
+		if name != "" {
+			return name
+		}
+	}
+	return string(raw)
+}
+
+func scalar(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case float64, bool:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	return ""
+}
+
+// parseNode reads a status message; org and name come from the topic when
+// the payload lacks them. ok is false for a payload that is not a JSON object.
+func parseNode(topic, org, name string, payload []byte, now time.Time) (*Node, bool) {
+	var p statusPayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, false
+	}
+	n := &Node{
+		Topic: topic, Org: org, Name: name, Status: str(p.Status), RunID: str(p.RunID),
+		PolicyName: str(p.PolicyName), PolicyGroup: str(p.PolicyGroup),
+		StartTime: str(p.StartTime), EndTime: str(p.EndTime), DurationMS: p.DurationMS,
+		Total: p.Total, Updated: p.Updated, Failed: p.Failed, ChefVersion: str(p.ChefVersion),
+		ErrorClass: str(p.ErrorClass), ErrorMessage: str(p.ErrorMessage),
+		FailedCookbook: label(p.FailedCookbook), Owner: label(p.Owner),
+		Received: now.UnixMilli(),
+	}
+	if s := str(p.NodeName); s != "" {
+		n.Name = s
+	}
+	if s := str(p.Org); s != "" {
+		n.Org = s
+	}
+	if n.Status == "" {
+		n.Status = "unknown"
+	}
+	n.end, _ = time.Parse(time.RFC3339, n.EndTime)
+	if n.end.IsZero() {
+		n.end = now
+	}
+	return n, true
+}
+
+// fleet holds every node's last status, keyed by topic, and the same nodes
+// kept in display order, so that a query only filters: with 10,000 nodes
+// and hundreds of status updates a second, sorting per query would cost
+// more than everything else.
+type fleet struct {
+	mu      sync.Mutex
+	nodes   map[string]*Node
+	sorted  []*Node // failures first, newest first, then by name
+	orgs    map[string]int
+	groups  map[string]int
+	version uint64
+}
+
+func newFleet() *fleet {
+	return &fleet{nodes: map[string]*Node{}, orgs: map[string]int{}, groups: map[string]int{}}
+}
+
+// count adds d to the node counts of n's org and policy group.
+func (f *fleet) count(n *Node, d int) {
+	for _, c := range []struct {
+		m map[string]int
+		k string
+	}{{f.orgs, n.Org}, {f.groups, n.PolicyGroup}} {
+		if c.k == "" {
+			continue
+		}
+		if c.m[c.k] += d; c.m[c.k] <= 0 {
+			delete(c.m, c.k)
+		}
+	}
+}
+
+// before is the display order.
+func before(a, b *Node) bool {
+	if ra, rb := statusRank(a.Status), statusRank(b.Status); ra != rb {
+		return ra < rb
+	}
+	if !a.end.Equal(b.end) {
+		return a.end.After(b.end)
+	}
+	if a.Name != b.Name {
+		return a.Name < b.Name
+	}
+	return a.Topic < b.Topic
+}
+
+// set records a node's status; a nil node deletes it (a cleared retained message).
+func (f *fleet) set(topic string, n *Node) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if old, ok := f.nodes[topic]; ok {
+		i := sort.Search(len(f.sorted), func(i int) bool { return !before(f.sorted[i], old) })
+		if i < len(f.sorted) && f.sorted[i] == old {
+			f.sorted = append(f.sorted[:i], f.sorted[i+1:]...)
+		}
+		delete(f.nodes, topic)
+		f.count(old, -1)
+	} else if n == nil {
+		return
+	}
+	if n != nil {
+		f.nodes[topic] = n
+		f.count(n, 1)
+		i := sort.Search(len(f.sorted), func(i int) bool { return !before(f.sorted[i], n) })
+		f.sorted = append(f.sorted, nil)
+		copy(f.sorted[i+1:], f.sorted[i:])
+		f.sorted[i] = n
+	}
+	f.version++
+}
+
+// FleetQuery narrows and pages the fleet.
+type FleetQuery struct {
+	Org, PolicyGroup, Status string
+	// Search matches a substring of the node name, case-insensitively.
+	Search        string
+	Offset, Limit int
+}
+
+// FleetPage is the answer to a FleetQuery.
+type FleetPage struct {
+	// Total is every node; Matched those that pass the org, group and search
+	// filters; Counts splits Matched by status; Rows are the page of Matched
+	// (and of Status, when given) from Offset.
+	Total   int            `json:"total"`
+	Matched int            `json:"matched"`
+	Counts  map[string]int `json:"counts"`
+	// Listed is how many rows the status filter leaves, the length to scroll.
+	Listed       int      `json:"listed"`
+	Offset       int      `json:"offset"`
+	Orgs         []string `json:"orgs"`
+	PolicyGroups []string `json:"policy_groups"`
+	Rows         []*Node  `json:"rows"`
+	Version      uint64   `json:"version"`
+}
+
+// statusRank sorts failures first, then anything unusual, then successes.
+func statusRank(s string) int {
+	switch s {
+	case "failure":
+		return 0
+	case "success":
+		return 2
+	}
+	return 1
+}
+
+func (f *fleet) query(q FleetQuery) FleetPage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	page := FleetPage{Total: len(f.sorted), Counts: map[string]int{}, Offset: q.Offset, Rows: []*Node{}, Version: f.version}
+	search := strings.ToLower(q.Search)
+	failed, succeeded := 0, 0
+	for _, n := range f.sorted {
+		if (q.Org != "" && n.Org != q.Org) || (q.PolicyGroup != "" && n.PolicyGroup != q.PolicyGroup) ||
+			(search != "" && !strings.Contains(strings.ToLower(n.Name), search)) {
+			continue
+		}
+		page.Matched++
+		switch n.Status { // two counters, not a map update per node
+		case "failure":
+			failed++
+		case "success":
+			succeeded++
+		default:
+			page.Counts[n.Status]++
+		}
+		if q.Status != "" && n.Status != q.Status {
+			continue
+		}
+		if page.Listed >= q.Offset && len(page.Rows) < q.Limit {
+			page.Rows = append(page.Rows, n)
+		}
+		page.Listed++
+	}
+	if failed > 0 {
+		page.Counts["failure"] = failed
+	}
+	if succeeded > 0 {
+		page.Counts["success"] = succeeded
+	}
+	page.Orgs, page.PolicyGroups = sortedKeys(f.orgs), sortedKeys(f.groups)
+	return page
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
