@@ -2,10 +2,14 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
+	"strings"
 	"sync"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -42,10 +46,12 @@ func newAccessPolicy(allowAnonymous bool, users []User) *accessPolicy {
 	return p
 }
 
-// mayPublish reports whether the client may publish to the topic name. A
-// missing account means an anonymous client, which may never publish.
+// mayPublish reports whether the account may publish to the topic name. A
+// missing account means an anonymous client, which may never publish. No
+// client may publish to $SYS topics (mochi's own rule), nor to any other
+// $-topic unless its ACL names it: wildcards do not match them.
 func (a *account) mayPublish(topic string) bool {
-	if a == nil {
+	if a == nil || !mqtt.IsValidFilter(topic, true) || topic == "" {
 		return false
 	}
 	for _, f := range a.publish {
@@ -75,134 +81,363 @@ func (a *account) maySubscribe(filter string) bool {
 	return false
 }
 
-// authHook is our one mochi hook for access control: anonymous clients may
-// subscribe to anything and publish nothing; configured users authenticate with
-// bcrypt and get ACLs of topic filters. The bridge's inline client bypasses it
-// (mochi skips ACL checks for inline clients).
+// authHook is our one mochi hook for the trust boundary: who may connect
+// (anonymous clients when allowed, users by bcrypt, with throttling), which
+// client ids they may use, and what they may publish, wills included.
+// Anonymous clients may subscribe to anything and publish nothing. The
+// bridge's inline client bypasses it (mochi skips ACL checks for inline
+// clients).
+//
+// Every publish decision is made here, once, with the same answers:
+//   - allowed: mochi goes on (the router's hook, retain, delivery, ack);
+//   - denied, MQTT 5: PUBACK or PUBREC "not authorized" (0x87), and for
+//     QoS 0, which has no ack, DISCONNECT 0x87;
+//   - denied, MQTT 3.1.1, which has no negative ack: a positive ack, and
+//     the message is dropped, as mosquitto does.
+//
+// Each denial is counted (firehose_broker_publish_denied_total) and logged,
+// with similar ones aggregated.
 type authHook struct {
 	mqtt.HookBase
 	log     zerolog.Logger
 	metrics *metrics
 	server  *mqtt.Server
 
-	policy *accessPolicy
+	policy        *accessPolicy
+	throttle      *loginThrottle
+	timeout       time.Duration // how long a login may wait for a password check
+	maxTopicAlias uint16
 
 	// verified caches a digest of the last password that passed bcrypt per
-	// user, so a reconnect storm does not cost a bcrypt each. It is keyed by
-	// the account pointer.
+	// user, so a reconnect storm does not cost a bcrypt each, and a user
+	// whose password is known gets in while guessers are throttled. It is
+	// keyed by the account pointer.
 	verifiedMu sync.Mutex
 	verified   map[*account][32]byte
 	salt       [16]byte
 
-	denyLog rateLimitedLog
+	// approved holds the clients OnConnect let in, for OnConnectAuthenticate.
+	approved sync.Map
+
+	denyLog  rateLimitedLog
+	loginLog rateLimitedLog
 }
 
-func newAuthHook(log zerolog.Logger, m *metrics, policy *accessPolicy) *authHook {
-	h := &authHook{log: log, metrics: m, verified: map[*account][32]byte{}}
+func newAuthHook(log zerolog.Logger, m *metrics, policy *accessPolicy, cfg Config) *authHook {
+	h := &authHook{
+		log: log, metrics: m, policy: policy, verified: map[*account][32]byte{},
+		throttle: newLoginThrottle(cfg.Login, nil), timeout: cfg.ConnectTimeout,
+		maxTopicAlias: uint16(cfg.MaxTopicAlias),
+	}
 	_, _ = rand.Read(h.salt[:])
-	h.policy = policy
 	return h
 }
 
 // ID names the hook in mochi's logs.
 func (h *authHook) ID() string { return "firehose-auth" }
 
-// Provides lists the events the hook handles.
+// Provides lists the events the hook handles. mochi asks it for every
+// event of every packet, so it is a switch.
 func (h *authHook) Provides(b byte) bool {
-	return bytes.IndexByte([]byte{mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPacketRead}, b) >= 0
+	switch b {
+	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPacketRead, mqtt.OnPublish:
+		return true
+	}
+	return false
 }
 
-// OnConnect refuses the client id that mochi reserves for the inline client:
-// a network client using it would take over the bridge's own publisher.
+// OnConnect admits or refuses a connection, answering with its own
+// CONNACK: mochi's answer to a failed OnConnectAuthenticate is always "bad
+// username or password", which is wrong for a throttled login, a will the
+// client may not publish or a client id that belongs to someone else.
+// Returning an error ends the connection without another CONNACK.
 func (h *authHook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
-	if cl.ID == mqtt.InlineClientId {
-		h.log.Warn().Str("remote", cl.Net.Remote).Msg("refused a client using the reserved client id \"inline\"")
-		_ = h.server.SendConnack(cl, packets.ErrClientIdentifierNotValid, false, nil)
-		return packets.ErrClientIdentifierNotValid
+	if gc, ok := cl.Net.Conn.(*gatedConn); ok {
+		gc.SetClient(cl)
 	}
+	if cl.ID == mqtt.InlineClientId {
+		// A network client with it would take over the bridge's own publisher.
+		return h.refuse(cl, "", refusedReservedClientID, packets.ErrClientIdentifierNotValid, "the client id \"inline\" is reserved")
+	}
+	acct, err := h.authenticate(cl, pk)
+	if err != nil {
+		return err
+	}
+	username := string(pk.Connect.Username)
+	if pk.Connect.WillFlag && !acct.mayPublish(pk.Connect.WillTopic) {
+		h.metrics.publishDenied.Inc()
+		return h.refuse(cl, username, refusedWillNotAllowed, packets.ErrNotAuthorized,
+			"its will is a publish to "+pk.Connect.WillTopic+", which the client may not publish")
+	}
+	if existing, ok := h.server.Clients.Get(cl.ID); ok && string(existing.Properties.Username) != username {
+		// [MQTT-3.1.4-3] lets a new connection take over its own session; a
+		// session of another identity is not its own. An offline anonymous
+		// session protects nothing and may be taken over.
+		if !existing.Closed() || len(existing.Properties.Username) > 0 {
+			return h.refuse(cl, username, refusedClientIDTaken, packets.ErrClientIdentifierNotValid,
+				"the client id is in use by another identity")
+		}
+	}
+	h.approved.Store(cl, struct{}{})
 	return nil
 }
 
-// OnConnectAuthenticate admits anonymous clients (when allowed) and users whose
-// password matches their bcrypt hash.
-func (h *authHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+// OnConnectAuthenticate lets in the clients OnConnect approved.
+func (h *authHook) OnConnectAuthenticate(cl *mqtt.Client, _ packets.Packet) bool {
+	_, ok := h.approved.LoadAndDelete(cl)
+	return ok
+}
+
+// authenticate checks the client's credentials: its account, nil for an
+// anonymous client, or the error that refused it (already answered).
+func (h *authHook) authenticate(cl *mqtt.Client, pk packets.Packet) (*account, error) {
 	p := h.policy
 	username := string(pk.Connect.Username)
 	if username == "" && len(pk.Connect.Password) == 0 {
 		if !p.allowAnonymous {
-			h.refuse(cl, "", "anonymous clients are not allowed")
+			return nil, h.refuse(cl, "", refusedBadCredentials, packets.ErrBadUsernameOrPassword, "anonymous clients are not allowed")
 		}
-		return p.allowAnonymous
+		return nil, nil
 	}
 	acct := p.users[username]
-	if acct == nil {
-		// Spend the same time as a real check, so timing does not reveal which users exist.
-		_ = bcrypt.CompareHashAndPassword(dummyHash, pk.Connect.Password)
-		h.refuse(cl, username, "unknown user")
-		return false
+	if acct != nil && h.known(acct, pk.Connect.Password) {
+		return acct, nil // a password that passed before: no bcrypt, and no throttle
 	}
-	if h.checkPassword(acct, pk.Connect.Password) {
-		return true
+	keys := loginKeys(cl.Net.Remote, username)
+	if blocked, until := h.throttle.blocked(keys[:]...); blocked {
+		return nil, h.refuse(cl, username, refusedThrottled, packets.ErrConnectionRateExceeded, throttledWhy(until))
 	}
-	h.refuse(cl, username, "wrong password")
-	return false
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+	defer cancel()
+	ok, ran := h.throttle.check(ctx, func() bool {
+		if acct == nil {
+			// Spend the same time as a real check, so timing does not reveal which users exist.
+			_ = bcrypt.CompareHashAndPassword(dummyHash, pk.Connect.Password)
+			return false
+		}
+		return bcrypt.CompareHashAndPassword(acct.hash, pk.Connect.Password) == nil
+	})
+	if !ran {
+		return nil, h.refuse(cl, username, refusedBusy, packets.ErrServerBusy, "too many logins at once; no password check was free in time")
+	}
+	if !ok {
+		why := "wrong password"
+		if acct == nil {
+			why = "unknown user"
+		}
+		if h.throttle.failed(keys[:]...) {
+			why += "; backing off further logins from this address or for this username"
+		}
+		return nil, h.refuse(cl, username, refusedBadCredentials, packets.ErrBadUsernameOrPassword, why)
+	}
+	h.throttle.succeeded(keys[:]...)
+	h.remember(acct, pk.Connect.Password)
+	return acct, nil
 }
 
-func (h *authHook) refuse(cl *mqtt.Client, username, why string) {
-	h.metrics.authFailures.Inc()
-	h.log.Warn().Str("client", cl.ID).Str("username", username).Str("remote", cl.Net.Remote).
-		Str("listener", cl.Net.Listener).Msg("refused connection: " + why)
+// loginKeys are the throttle's keys for a login: its source address and its username.
+func loginKeys(remote, username string) [2]string {
+	return [2]string{"addr " + host(remote), "user " + username}
 }
 
-func (h *authHook) checkPassword(acct *account, password []byte) bool {
-	digest := sha256.Sum256(append(h.salt[:], password...))
+func throttledWhy(until time.Time) string {
+	return "too many failed logins from this address or for this username; retry after " + until.UTC().Format(time.RFC3339)
+}
+
+// screen is the gate's early look at a CONNECT, before mochi makes a
+// client for it: a login from a source or for a username that is backing
+// off is refused there, for the price of a CONNACK, so that a guessing
+// storm costs little more than its connections. It returns the CONNACK to
+// send, or nil to let the connection through.
+func (h *authHook) screen(remote string, version byte, connect []byte) []byte {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: version}
+	if pk.ConnectDecode(connect) != nil || len(pk.Connect.Username) == 0 {
+		return nil // mochi answers what is malformed; anonymous clients are not throttled
+	}
+	username := string(pk.Connect.Username)
+	if acct := h.policy.users[username]; acct != nil && h.known(acct, pk.Connect.Password) {
+		return nil
+	}
+	keys := loginKeys(remote, username)
+	blocked, until := h.throttle.blocked(keys[:]...)
+	if !blocked {
+		return nil
+	}
+	h.refused(pk.Connect.ClientIdentifier, username, remote, "", refusedThrottled, throttledWhy(until))
+	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connack}, ProtocolVersion: pk.ProtocolVersion,
+		ReasonCode: connackCode(pk.ProtocolVersion, packets.ErrConnectionRateExceeded).Code}
+	var buf bytes.Buffer
+	if ack.ConnackEncode(&buf) != nil {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// refuse answers a CONNECT with a CONNACK carrying code (mapped to MQTT
+// 3.1.1's return codes for older clients), counts and logs the refusal
+// (aggregated), and returns the error that makes mochi close the connection.
+func (h *authHook) refuse(cl *mqtt.Client, username, reason string, code packets.Code, why string) error {
+	h.refused(cl.ID, username, cl.Net.Remote, cl.Net.Listener, reason, why)
+	_ = h.server.SendConnack(cl, connackCode(cl.Properties.ProtocolVersion, code), false, nil)
+	return code
+}
+
+// refused counts a refused connection and logs it, at most one warning per
+// interval with the count of those left out.
+func (h *authHook) refused(client, username, remote, listener, reason, why string) {
+	h.metrics.refuse(reason)
+	if reason == refusedBadCredentials {
+		h.metrics.authFailures.Inc()
+	}
+	h.loginLog.do(func(suppressed int) {
+		ev := h.log.Warn().Str("client", client).Str("username", username).Str("remote", remote).Str("reason", reason)
+		if listener != "" {
+			ev = ev.Str("listener", listener)
+		}
+		if suppressed > 0 {
+			ev = ev.Int("similar_suppressed", suppressed)
+		}
+		ev.Msg("refused connection: " + why)
+	})
+}
+
+// connackCode is code as a CONNACK of the client's protocol version carries
+// it. MQTT 3.1.1 has six return codes; mochi maps only some of MQTT 5's.
+func connackCode(version byte, code packets.Code) packets.Code {
+	if version == 5 {
+		return code
+	}
+	switch code {
+	case packets.ErrClientIdentifierNotValid:
+		return packets.Err3ClientIdentifierNotValid
+	case packets.ErrServerBusy, packets.ErrConnectionRateExceeded:
+		return packets.Err3ServerUnavailable
+	default:
+		return packets.Err3NotAuthorized
+	}
+}
+
+// host is the address part of a remote "host:port".
+func host(remote string) string {
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
+}
+
+func (h *authHook) digest(password []byte) [32]byte {
+	d := sha256.New()
+	d.Write(h.salt[:])
+	d.Write(password)
+	var sum [32]byte
+	d.Sum(sum[:0])
+	return sum
+}
+
+// known reports whether password is the last one that passed bcrypt for acct.
+func (h *authHook) known(acct *account, password []byte) bool {
+	digest := h.digest(password)
 	h.verifiedMu.Lock()
 	known, ok := h.verified[acct]
 	h.verifiedMu.Unlock()
-	if ok && subtle.ConstantTimeCompare(known[:], digest[:]) == 1 {
-		return true
-	}
-	if bcrypt.CompareHashAndPassword(acct.hash, password) != nil {
-		return false
-	}
+	return ok && subtle.ConstantTimeCompare(known[:], digest[:]) == 1
+}
+
+func (h *authHook) remember(acct *account, password []byte) {
+	digest := h.digest(password)
 	h.verifiedMu.Lock()
 	h.verified[acct] = digest
 	h.verifiedMu.Unlock()
-	return true
 }
 
-// OnACLCheck is asked before a client publishes (write) and both when it
-// subscribes and before each delivery to it (read).
-func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
-	acct := h.policy.users[string(cl.Properties.Username)]
-	if write {
-		if acct.mayPublish(topic) {
-			return true
-		}
-		h.denied(cl, topic)
-		return false
-	}
-	return acct.maySubscribe(topic)
-}
-
-// OnPacketRead refuses a QoS 0 publish outside the client's ACL by closing the
-// connection (with reason "not authorized" for MQTT 5). mochi would drop it
-// silently, and an operator's `mosquitto_pub` would then look as if it worked.
-// QoS 1 and 2 are refused by mochi itself: a PUBACK with a reason code for
-// MQTT 5, a disconnect for 3.1.1.
+// OnPacketRead resolves a topic alias before the publish ACL is checked
+// (mochi checks the ACL first, on an alias-only publish's empty topic), and
+// answers the publishes that mochi would drop without a word: $SYS topics,
+// and QoS 0 publishes an MQTT 5 client may not make.
 func (h *authHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Qos != 0 || pk.TopicName == "" {
+	if gc, ok := cl.Net.Conn.(*gatedConn); ok {
+		gc.taken++ // see gatedConn.inputPending
+	}
+	if pk.FixedHeader.Type != packets.Publish {
 		return pk, nil
+	}
+	v5 := cl.Properties.ProtocolVersion == 5
+	if pk.TopicName == "" && pk.Properties.TopicAlias > 0 && pk.Properties.TopicAlias <= h.maxTopicAlias {
+		// Set with an empty name returns the alias's topic, if it has one.
+		if pk.TopicName = cl.State.TopicAliases.Inbound.Set(pk.Properties.TopicAlias, ""); pk.TopicName == "" {
+			// An alias that was never set: a protocol error [MQTT-3.3.2-8].
+			_ = h.server.DisconnectClient(cl, packets.ErrTopicAliasInvalid)
+			return pk, packets.ErrRejectPacket
+		}
+	}
+	if strings.ContainsAny(pk.TopicName, "+#") {
+		return pk, nil // malformed; mochi ends the connection
 	}
 	acct := h.policy.users[string(cl.Properties.Username)]
 	if acct.mayPublish(pk.TopicName) {
 		return pk, nil
 	}
-	h.denied(cl, pk.TopicName)
-	if cl.Properties.ProtocolVersion == 5 {
+	switch {
+	case pk.FixedHeader.Qos == 0 && v5:
+		h.denied(cl, pk.TopicName)
 		_ = h.server.DisconnectClient(cl, packets.ErrNotAuthorized)
+		return pk, packets.ErrRejectPacket
+	case !mqtt.IsValidFilter(pk.TopicName, true):
+		// A $SYS topic, which mochi drops without an ack: answer as for any denial.
+		h.denied(cl, pk.TopicName)
+		h.answerDenied(cl, pk)
 	}
-	return pk, packets.ErrRejectPacket
+	return pk, nil // mochi asks OnACLCheck, or drops the $SYS publish answered here
+}
+
+// answerDenied acks a denied publish that mochi will drop silently: "not
+// authorized" for MQTT 5, a positive ack for 3.1.1.
+func (h *authHook) answerDenied(cl *mqtt.Client, pk packets.Packet) {
+	if pk.FixedHeader.Qos == 0 {
+		return
+	}
+	ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID}
+	if pk.FixedHeader.Qos == 2 {
+		ack.FixedHeader.Type = packets.Pubrec
+	}
+	if cl.Properties.ProtocolVersion == 5 {
+		ack.ReasonCode = packets.ErrNotAuthorized.Code
+		ack.Properties.ReasonString = packets.ErrNotAuthorized.Reason
+	}
+	_ = cl.WritePacket(ack)
+}
+
+// OnACLCheck is asked before a client publishes (write) and both when it
+// subscribes and before each delivery to it (read). A denied MQTT 5
+// publish is refused here, and mochi answers it with its reason code; an
+// MQTT 3.1.1 one is let through to OnPublish, which drops it after mochi
+// acks it (mochi would disconnect the client instead).
+func (h *authHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	acct := h.policy.users[string(cl.Properties.Username)]
+	if !write {
+		return acct.maySubscribe(topic)
+	}
+	if acct.mayPublish(topic) {
+		return true
+	}
+	if cl.Properties.ProtocolVersion == 5 {
+		h.denied(cl, topic)
+		return false
+	}
+	return true
+}
+
+// OnPublish drops the publishes of MQTT 3.1.1 clients that OnACLCheck let
+// through: mochi then acks them and delivers nothing.
+func (h *authHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if cl.Net.Inline || cl.Properties.ProtocolVersion == 5 {
+		return pk, nil
+	}
+	if h.policy.users[string(cl.Properties.Username)].mayPublish(pk.TopicName) {
+		return pk, nil
+	}
+	h.denied(cl, pk.TopicName)
+	return pk, packets.CodeSuccessIgnore
 }
 
 func (h *authHook) denied(cl *mqtt.Client, topic string) {
@@ -213,9 +448,12 @@ func (h *authHook) denied(cl *mqtt.Client, topic string) {
 		if suppressed > 0 {
 			ev = ev.Int("similar_suppressed", suppressed)
 		}
-		if username == "" {
+		switch {
+		case username == "":
 			ev.Msg("refused publish: anonymous clients are read-only")
-		} else {
+		case !mqtt.IsValidFilter(topic, true):
+			ev.Msg("refused publish: $SYS topics are the broker's")
+		default:
 			ev.Msg("refused publish: topic outside the user's publish ACL")
 		}
 	})

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -23,7 +25,7 @@ func hash(t testing.TB, password string) string {
 func newTestAuthHook(t *testing.T, allowAnonymous bool, users []User) (*authHook, *mqtt.Server) {
 	t.Helper()
 	server := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	h := newAuthHook(zerolog.Nop(), newMetrics(), newAccessPolicy(allowAnonymous, users))
+	h := newAuthHook(zerolog.Nop(), newMetrics(), newAccessPolicy(allowAnonymous, users), DefaultConfig())
 	h.server = server
 	return h, server
 }
@@ -58,12 +60,12 @@ func TestAuthenticate(t *testing.T) {
 				Username: []byte(tt.username), UsernameFlag: tt.username != "",
 				Password: []byte(tt.password), PasswordFlag: tt.password != "",
 			}}
-			if got := h.OnConnectAuthenticate(cl, pk); got != tt.want {
-				t.Fatalf("OnConnectAuthenticate = %v, want %v", got, tt.want)
-			}
 			// A second attempt takes the cached path and must agree.
-			if got := h.OnConnectAuthenticate(cl, pk); got != tt.want {
-				t.Fatalf("second OnConnectAuthenticate = %v, want %v", got, tt.want)
+			for range 2 {
+				err := h.OnConnect(cl, pk)
+				if got := err == nil && h.OnConnectAuthenticate(cl, pk); got != tt.want {
+					t.Fatalf("admitted = %v (%v), want %v", got, err, tt.want)
+				}
 			}
 		})
 	}
@@ -74,6 +76,7 @@ func TestACL(t *testing.T) {
 		{Username: "ansible", PasswordHash: hash(t, "x"), Publish: []string{"ansible/#"}},
 		{Username: "ops", PasswordHash: hash(t, "x"), Publish: []string{"ops/+/alerts"}, Subscribe: []string{"chef/#", "$SYS/#"}},
 		{Username: "reader", PasswordHash: hash(t, "x")},
+		{Username: "admin", PasswordHash: hash(t, "x"), Publish: []string{"#"}},
 	}
 	tests := []struct {
 		username string
@@ -112,39 +115,67 @@ func TestACL(t *testing.T) {
 		{"ops", "$share/g/ansible/#", false, false},
 		// Unknown username (a user removed after connecting): nothing is written.
 		{"gone", "ansible/x", true, false},
+		// $-topics: $SYS is the broker's; wildcards never match other $-topics.
+		{"admin", "$SYS/x", true, false},
+		{"admin", "$other/x", true, false},
+		{"admin", "other/x", true, true},
 	}
 	h, server := newTestAuthHook(t, true, users)
 	for _, tt := range tests {
 		cl := server.NewClient(nil, "t", "c", false)
 		cl.Properties.Username = []byte(tt.username)
+		cl.Properties.ProtocolVersion = 5 // 3.1.1's denials pass OnACLCheck and are dropped in OnPublish
 		if got := h.OnACLCheck(cl, tt.topic, tt.write); got != tt.want {
 			t.Errorf("user %q topic %q write=%v: got %v, want %v", tt.username, tt.topic, tt.write, got, tt.want)
 		}
 	}
 }
 
-func TestQoS0PublishOutsideACLIsRefused(t *testing.T) {
+// TestPublishDecisions: a denied MQTT 5 publish is refused (QoS 0 by
+// ending the connection, QoS 1 and 2 by mochi's reason code after
+// OnACLCheck); a denied MQTT 3.1.1 publish passes OnACLCheck and is dropped
+// in OnPublish, so that mochi acks it, as mosquitto does.
+func TestPublishDecisions(t *testing.T) {
 	users := []User{{Username: "ansible", PasswordHash: hash(t, "x"), Publish: []string{"ansible/#"}}}
 	h, server := newTestAuthHook(t, true, users)
 	tests := []struct {
 		username string
+		version  byte
 		qos      byte
 		topic    string
-		rejected bool
+		// what each hook says
+		readRejected, aclAllows, dropped bool
 	}{
-		{"", 0, "test", true},
-		{"ansible", 0, "ansible/x", false},
-		{"ansible", 0, "chef/x", true},
-		// QoS 1 is left to mochi, which answers with a reason code or a disconnect.
-		{"", 1, "test", false},
+		{"ansible", 5, 0, "ansible/x", false, true, false},
+		{"ansible", 4, 1, "ansible/x", false, true, false},
+		{"", 5, 0, "test", true, false, false},
+		{"ansible", 5, 0, "chef/x", true, false, false},
+		{"", 5, 1, "test", false, false, false},
+		{"", 4, 0, "test", false, true, true},
+		{"", 4, 1, "test", false, true, true},
+		{"ansible", 4, 2, "chef/x", false, true, true},
 	}
 	for _, tt := range tests {
 		cl := server.NewClient(nil, "t", "c", false)
 		cl.Properties.Username = []byte(tt.username)
+		cl.Properties.ProtocolVersion = tt.version
 		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: tt.qos}, TopicName: tt.topic}
-		_, err := h.OnPacketRead(cl, pk)
-		if got := err != nil; got != tt.rejected {
-			t.Errorf("user %q qos %d topic %q: rejected=%v, want %v", tt.username, tt.qos, tt.topic, got, tt.rejected)
+		name := fmt.Sprintf("user %q v%d qos %d topic %q", tt.username, tt.version, tt.qos, tt.topic)
+		if _, err := h.OnPacketRead(cl, pk); (err != nil) != tt.readRejected {
+			t.Errorf("%s: OnPacketRead rejected=%v, want %v", name, err != nil, tt.readRejected)
+		}
+		if tt.readRejected {
+			continue
+		}
+		if got := h.OnACLCheck(cl, tt.topic, true); got != tt.aclAllows {
+			t.Errorf("%s: OnACLCheck = %v, want %v", name, got, tt.aclAllows)
+		}
+		if !tt.aclAllows {
+			continue
+		}
+		_, err := h.OnPublish(cl, pk)
+		if got := errors.Is(err, packets.CodeSuccessIgnore); got != tt.dropped {
+			t.Errorf("%s: OnPublish dropped=%v (%v), want %v", name, got, err, tt.dropped)
 		}
 	}
 }

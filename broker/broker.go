@@ -37,6 +37,7 @@ type Broker struct {
 	server  *mqtt.Server
 	inline  *mqtt.Client
 	auth    *authHook
+	gate    *gate
 	store   *storeHook
 	metrics *metrics
 
@@ -67,6 +68,10 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	caps.MaximumClientWritesPending = int32(cfg.MaxQueuedMessages)
 	caps.MaximumInflight = uint16(cfg.MaxInflight)
 	caps.MaximumPacketSize = uint32(cfg.MaxPacketSize)
+	caps.TopicAliasMaximum = uint16(cfg.MaxTopicAlias)
+	// Acks carry no properties of the packet they answer (mochi would echo
+	// a publisher's user properties in its PUBACK).
+	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	caps.MaximumMessageExpiryInterval = int64(cfg.MaxMessageExpiry.Seconds())
 	caps.MaximumSessionExpiryInterval = uint32(cfg.MaxSessionExpiry.Seconds())
 	server := mqtt.New(&mqtt.Options{
@@ -93,10 +98,26 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	}
 	b.inline = inline
 
-	b.auth = newAuthHook(log, b.metrics, newAccessPolicy(cfg.AllowAnonymous, cfg.Users))
+	b.gate = &gate{
+		connectTimeout: cfg.ConnectTimeout,
+		maxConnect:     int(cfg.MaxConnectSize),
+		hold:           int(cfg.ClientBuffer),
+		maxPacket:      int(cfg.MaxPacketSize),
+		metrics:        b.metrics,
+		log:            log,
+		disconnect:     func(cl *mqtt.Client, code packets.Code) { _ = server.DisconnectClient(cl, code) },
+	}
+	b.auth = newAuthHook(log, b.metrics, newAccessPolicy(cfg.AllowAnonymous, cfg.Users), cfg)
 	b.auth.server = server
+	b.gate.screen = b.auth.screen
 	if err := server.AddHook(b.auth, nil); err != nil {
 		return nil, fmt.Errorf("broker: auth hook: %w", err)
+	}
+	if err := server.AddHook(&flowHook{maxQueued: cfg.MaxQueuedMessages, metrics: b.metrics, log: log}, nil); err != nil {
+		return nil, fmt.Errorf("broker: flow hook: %w", err)
+	}
+	if err := server.AddHook(&protocolHook{maxPacketSize: uint32(cfg.MaxPacketSize), maxTopicAlias: uint16(cfg.MaxTopicAlias)}, nil); err != nil {
+		return nil, fmt.Errorf("broker: protocol hook: %w", err)
 	}
 	if err := server.AddHook(newDropHook(log, b.metrics), nil); err != nil {
 		return nil, fmt.Errorf("broker: drop hook: %w", err)
@@ -127,10 +148,11 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 		}
 	}()
 	for _, lc := range cfg.Listeners {
-		l, err := listen(lc)
+		inner, err := listen(lc)
 		if err != nil {
 			return nil, err
 		}
+		l := gatedListener{Listener: inner, gate: b.gate, server: server}
 		b.listeners[lc.Name] = l
 		if err := server.AddListener(l); err != nil {
 			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
@@ -180,25 +202,6 @@ func (b *Broker) AddHook(hook mqtt.Hook) error {
 		return fmt.Errorf("broker: hook %s: %w", hook.ID(), err)
 	}
 	return nil
-}
-
-// Deliver publishes a packet that a client sent, as the inline client: to
-// local subscribers and, if retained, to the retained store. The router's
-// hook uses it once a routed message is safe; hooks see the inline client
-// and skip it.
-func (b *Broker) Deliver(pk packets.Packet) error {
-	if pk.FixedHeader.Qos > 0 && pk.PacketID == 0 {
-		pk.PacketID = 1 // mochi checks that QoS > 0 packets carry an id
-	}
-	if err := b.server.InjectPacket(b.inline, pk); err != nil {
-		return fmt.Errorf("deliver %s: %w", pk.TopicName, err)
-	}
-	return nil
-}
-
-// Disconnect ends a client's connection, with a reason code for MQTT 5.
-func (b *Broker) Disconnect(cl *mqtt.Client, code packets.Code) error {
-	return b.server.DisconnectClient(cl, code)
 }
 
 // Publish publishes through the inline client. mochi hands each message to

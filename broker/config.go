@@ -58,8 +58,24 @@ type Config struct {
 	// buffers mean fewer system calls for busy clients, at this much memory
 	// per connection, twice.
 	ClientBuffer bytesize.Size `yaml:"client_buffer"`
-	// MaxPacketSize limits the size of an MQTT packet a client may send, in bytes; 0 means no limit.
-	MaxPacketSize int `yaml:"max_packet_size"`
+	// MaxPacketSize is the largest MQTT packet a client may send, announced
+	// to MQTT 5 clients in CONNACK. A client that sends a bigger one is
+	// disconnected (MQTT 5: DISCONNECT "packet too large"). 0 means no limit,
+	// which is mosquitto's default; packets still cost only the bytes that
+	// have arrived.
+	MaxPacketSize bytesize.Size `yaml:"max_packet_size"`
+	// MaxTopicAlias is the Topic Alias Maximum announced to MQTT 5 clients:
+	// how many topic aliases each may set. 0 disables client topic aliases.
+	MaxTopicAlias int `yaml:"max_topic_alias"`
+	// ConnectTimeout bounds the time a new connection has to complete its
+	// TLS or WebSocket handshake and send its CONNECT packet.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// MaxConnectSize is the largest CONNECT packet accepted (client id,
+	// credentials and will); a connection announcing a bigger one is closed
+	// before anything is allocated for it.
+	MaxConnectSize bytesize.Size `yaml:"max_connect_size"`
+	// Login throttles password guessing.
+	Login Login `yaml:"login"`
 	// SysInterval is how often $SYS topics are refreshed.
 	SysInterval time.Duration `yaml:"sys_interval"`
 	// MaxMessageExpiry forcibly expires retained and queued messages older
@@ -95,6 +111,18 @@ type User struct {
 	// Subscribe lists the topic filters this user may subscribe to. Absent
 	// means everything, as for anonymous clients.
 	Subscribe []string `yaml:"subscribe"`
+}
+
+// Login throttles failed logins. After MaxFailures failures in a row from
+// one source address, or for one username, further attempts from it (or
+// for it) are refused without a password check for Backoff, doubling with
+// each further failure up to MaxBackoff; a successful login clears the
+// count. BcryptConcurrency bounds the password checks that run at once.
+type Login struct {
+	MaxFailures       int           `yaml:"max_failures"`
+	Backoff           time.Duration `yaml:"backoff"`
+	MaxBackoff        time.Duration `yaml:"max_backoff"`
+	BcryptConcurrency int           `yaml:"bcrypt_concurrency"`
 }
 
 // External is the connection to an external broker.
@@ -165,8 +193,18 @@ func DefaultConfig() Config {
 		MaxQueuedMessages: 8192,
 		MaxInflight:       8192,
 		ClientBuffer:      16 * bytesize.KiB,
-		SysInterval:       10 * time.Second,
-		MaxSessionExpiry:  24 * time.Hour,
+		MaxPacketSize:     bytesize.MiB,
+		MaxTopicAlias:     10,
+		ConnectTimeout:    5 * time.Second,
+		MaxConnectSize:    16 * bytesize.KiB,
+		Login: Login{
+			MaxFailures:       5,
+			Backoff:           time.Second,
+			MaxBackoff:        time.Minute,
+			BcryptConcurrency: 1,
+		},
+		SysInterval:      10 * time.Second,
+		MaxSessionExpiry: 24 * time.Hour,
 	}
 }
 
@@ -251,8 +289,29 @@ func (c *Config) Validate() error {
 	if c.ClientBuffer < 512 || c.ClientBuffer > 16*bytesize.MiB {
 		p.Add("client_buffer", "must be between 512B and 16MiB")
 	}
-	if c.MaxPacketSize < 0 {
-		p.Add("max_packet_size", "must not be negative")
+	if c.MaxPacketSize != 0 && (c.MaxPacketSize < 64 || c.MaxPacketSize > maxMQTTPacket) {
+		p.Add("max_packet_size", "must be 0 (no limit) or between 64B and 256MiB")
+	}
+	if c.MaxTopicAlias < 0 || c.MaxTopicAlias > 65535 {
+		p.Add("max_topic_alias", "must be between 0 and 65535")
+	}
+	if c.ConnectTimeout < 100*time.Millisecond || c.ConnectTimeout > 5*time.Minute {
+		p.Add("connect_timeout", "must be between 100ms and 5m")
+	}
+	if c.MaxConnectSize < 64 || c.MaxConnectSize > maxMQTTPacket {
+		p.Add("max_connect_size", "must be between 64B and 256MiB")
+	}
+	if c.Login.MaxFailures < 1 {
+		p.Add("login.max_failures", "must be at least 1")
+	}
+	if c.Login.Backoff <= 0 {
+		p.Add("login.backoff", "must be positive")
+	}
+	if c.Login.MaxBackoff < c.Login.Backoff {
+		p.Add("login.max_backoff", "must be at least login.backoff (%s)", c.Login.Backoff)
+	}
+	if c.Login.BcryptConcurrency < 1 {
+		p.Add("login.bcrypt_concurrency", "must be at least 1")
 	}
 	if c.SysInterval < time.Second {
 		p.Add("sys_interval", "must be at least 1s")
@@ -265,6 +324,10 @@ func (c *Config) Validate() error {
 	}
 	return p.Err()
 }
+
+// maxMQTTPacket is the largest packet MQTT's length encoding allows: 256MiB,
+// less one byte, plus the fixed header.
+const maxMQTTPacket = 256 * bytesize.MiB
 
 func defaultListenerName(l ListenerConfig) string {
 	_, port, _ := net.SplitHostPort(l.Address)

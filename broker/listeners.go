@@ -66,7 +66,8 @@ func newWebSocketListener(id string, ln net.Listener) *webSocketListener {
 			CheckOrigin: func(*http.Request) bool { return true },
 		},
 	}
-	l.server = &http.Server{Handler: http.HandlerFunc(l.handle), ReadHeaderTimeout: 10 * time.Second}
+	// The upgrade request is read before authentication: bound its time and size.
+	l.server = &http.Server{Handler: http.HandlerFunc(l.handle), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	return l
 }
 

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"sync/atomic"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -21,6 +20,7 @@ const (
 type metrics struct {
 	authFailures  prometheus.Counter
 	publishDenied prometheus.Counter
+	refused       *prometheus.CounterVec
 	// Drops are counted on the publisher's goroutine; plain atomics keep that cheap.
 	droppedSlow    atomic.Int64
 	droppedExpired atomic.Int64
@@ -34,10 +34,17 @@ func newMetrics() *metrics {
 		}),
 		publishDenied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "firehose_broker_publish_denied_total",
-			Help: "MQTT publishes refused by the ACL, including every anonymous publish.",
+			Help: "MQTT publishes refused by the ACL, including every anonymous publish and every will refused at CONNECT.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "firehose_broker_connections_refused_total",
+			Help: "MQTT connections refused or ended by the trust boundary, by reason.",
+		}, []string{"reason"}),
 	}
 }
+
+// refuse counts a connection refused for reason.
+func (m *metrics) refuse(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // register adds the broker's metrics to reg. Gauges read mochi's own atomic
 // counters at scrape time, so the publish path pays nothing for them.
@@ -61,6 +68,7 @@ func (m *metrics) register(reg prometheus.Registerer, info *system.Info) error {
 		counter("firehose_broker_bytes_sent_total", "Bytes sent to MQTT clients.", &info.BytesSent),
 		m.authFailures,
 		m.publishDenied,
+		m.refused,
 		&droppedCollector{m: m, info: info},
 	} {
 		if err := reg.Register(c); err != nil {
@@ -106,9 +114,7 @@ func newDropHook(log zerolog.Logger, m *metrics) *dropHook {
 
 func (h *dropHook) ID() string { return "firehose-drops" }
 
-func (h *dropHook) Provides(b byte) bool {
-	return bytes.IndexByte([]byte{mqtt.OnPublishDropped, mqtt.OnQosDropped}, b) >= 0
-}
+func (h *dropHook) Provides(b byte) bool { return b == mqtt.OnPublishDropped || b == mqtt.OnQosDropped }
 
 // OnPublishDropped runs on the publisher's goroutine, so it only counts, and
 // logs at most once per interval.

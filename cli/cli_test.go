@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,31 +13,13 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type run struct {
 	code           int
-	stdout, stderr *syncBuffer
+	stdout, stderr *testkit.SyncBuffer
 }
 
 func invoke(ctx context.Context, cmd func(Env, []string) int, stdin string, vars map[string]string, args ...string) run {
-	r := run{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	r := run{stdout: &testkit.SyncBuffer{}, stderr: &testkit.SyncBuffer{}}
 	env := Env{
 		Stdin:  strings.NewReader(stdin),
 		Stdout: r.stdout,
@@ -130,9 +110,9 @@ func TestRunStopsOnCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan run, 1)
-			stderr := &syncBuffer{}
+			stderr := &testkit.SyncBuffer{}
 			go func() {
-				r := run{stdout: &syncBuffer{}, stderr: stderr}
+				r := run{stdout: &testkit.SyncBuffer{}, stderr: stderr}
 				r.code = cmd(Env{Stdin: strings.NewReader(""), Stdout: r.stdout, Stderr: stderr, LookupEnv: func(string) (string, bool) { return "", false }, Context: ctx}, []string{"run", "-c", cfg})
 				done <- r
 			}()

@@ -27,24 +27,6 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
-// syncBuffer collects what goroutines log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // bridge is the part of a running bridge the relays talk to: the real
 // gerrit and launchpad handlers on a real HTTP server, publishing to a real
 // broker.
@@ -141,9 +123,9 @@ func testClient(t *testing.T, url string, token string) *client {
 
 // startRelay runs a relay until the test ends; stop cancels it and returns
 // run's error.
-func startRelay(t *testing.T, cfg gerritConfig, cl *client) (g *gerritRelay, logs *syncBuffer, stop func() error) {
+func startRelay(t *testing.T, cfg gerritConfig, cl *client) (g *gerritRelay, logs *testkit.SyncBuffer, stop func() error) {
 	t.Helper()
-	logs = &syncBuffer{}
+	logs = &testkit.SyncBuffer{}
 	g = newGerritRelay(cfg, cl, zerolog.New(logs))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -339,13 +321,13 @@ func TestRunGerritLosesEventsOnlyAfterDrain(t *testing.T) {
 	addr := testkit.FreePort(t)
 	cmd, dir := script(t, "cat events; exec sleep 600")
 	writeLines(t, dir, "events", eventNova, eventOctavia)
-	stderr := &syncBuffer{}
+	stderr := &testkit.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"gerrit", "--exec", cmd, "--url", "http://" + addr, "--log-format", "json",
-			"--backoff-min", "10ms", "--backoff-max", "20ms", "--drain-timeout", "50ms"}, nil, &syncBuffer{}, stderr, nil)
+			"--backoff-min", "10ms", "--backoff-max", "20ms", "--drain-timeout", "50ms"}, nil, &testkit.SyncBuffer{}, stderr, nil)
 	}()
 	eventually(t, "a refused connection", func() bool { return strings.Contains(stderr.String(), "the bridge is unreachable") })
 	cancel()

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -25,25 +24,45 @@ const SourceMQTT = "mqtt"
 
 // Broker is what the hook needs of the embedded broker.
 type Broker interface {
-	// Deliver publishes a packet to local subscribers (and the retained
-	// store) as the bridge's inline client, which the hook skips.
-	Deliver(pk packets.Packet) error
-	// Disconnect ends a client's connection, with a reason code for MQTT 5.
-	Disconnect(cl *mqtt.Client, code packets.Code) error
+	// Release hands a publish the hook took from mochi (with
+	// ErrRejectPacket) back to mochi, as the client cl that sent it, to be
+	// retained, delivered and acked by mochi's own path, or with drop only
+	// acked. Release calls the hook's OnPublish again, for the same packet.
+	Release(cl *mqtt.Client, pk packets.Packet, drop bool) error
+	// Released reports whether pk, seen in OnPublish, came back through
+	// Release (and whether it is to be dropped), and removes its mark.
+	Released(pk *packets.Packet) (released, drop bool)
+	// Batch runs fn, which releases or answers several of cl's publishes,
+	// so that what mochi writes meanwhile leaves in one write.
+	Batch(cl *mqtt.Client, fn func())
+	// Idle reports, from OnPublish, whether the publish being processed is
+	// all cl has sent: no other waits to be read.
+	Idle(cl *mqtt.Client) bool
 }
 
 // Hook routes what MQTT clients publish to the embedded broker, in the
-// publish path, so that a QoS 1 PUBACK means the message is safe on every
-// required route.
+// publish path, so that a PUBACK (a PUBREC at QoS 2) means the message is
+// safe on every required route.
 //
-// A client's QoS 0 and 1 messages that need routing go through a per-client
-// pipeline instead of blocking mochi's read loop one sink round trip per
-// message: the hook takes the message from mochi (which then neither acks
-// nor delivers it), the pipeline routes messages in batches, and then, in
-// arrival order, delivers each to local subscribers and sends its PUBACK.
-// At most maxUnacked messages per client wait; beyond that the hook blocks
-// the client's reads, which is the back-pressure. QoS 2 keeps mochi's own
-// handshake and is routed synchronously.
+// A publish that is all its client has sent (it waits for each PUBACK, as
+// most MQTT clients do) is routed at once, in OnPublish, and then goes on
+// as mochi's own: nothing else of the client waits behind it. A client
+// that sends more before it is answered gets a pipeline instead of mochi's
+// read loop blocking one sink round trip per message: the hook takes the
+// message from mochi (which then neither acks nor delivers it), the
+// pipeline routes messages in batches, and then, in arrival order, gives
+// each back to mochi as the client that sent it (Broker.Release), so that
+// mochi retains it, delivers it and acks it exactly as it would have (see
+// router/README.md for why this is the one way to defer an ack with
+// mochi's hooks). At most maxUnacked messages per client wait; beyond that
+// the hook blocks the client's reads, which is the back-pressure.
+//
+// When a message cannot be made safe, the sender is told as its protocol
+// allows: an MQTT 5 client gets PUBACK (or PUBREC) "quota exceeded" (0x97);
+// an MQTT 3.1.1 client, which has no negative ack, is disconnected (its
+// connection closed, without a DISCONNECT packet, which 3.1.1 does not
+// define from a server) and resends when it reconnects. QoS 0 messages
+// promise nothing and are delivered locally either way.
 //
 // The bridge's own inline client is skipped: the bridge's publisher has
 // already routed its messages.
@@ -75,7 +94,11 @@ func (h *Hook) ID() string { return "firehose-router" }
 
 // Provides says which mochi events the hook handles.
 func (h *Hook) Provides(b byte) bool {
-	return bytes.IndexByte([]byte{mqtt.OnPublish, mqtt.OnSessionEstablish, mqtt.OnDisconnect, mqtt.OnClientExpired}, b) >= 0
+	switch b {
+	case mqtt.OnPublish, mqtt.OnSessionEstablish, mqtt.OnDisconnect, mqtt.OnClientExpired:
+		return true
+	}
+	return false
 }
 
 // OnSessionEstablish keeps the client's session, or starts a new one, as
@@ -95,30 +118,48 @@ func (h *Hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.sessions.Store(cl.ID, e)
 }
 
-// OnPublish routes one message from an MQTT client.
+// OnPublish takes a message from an MQTT client that a route wants into the
+// client's pipeline, and lets through the messages the pipeline gives back.
 func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	if cl.Net.Inline || len(h.router.routes) == 0 {
 		return pk, nil
 	}
-	p := h.pipelineFor(cl)
+	if released, drop := h.broker.Released(&pk); released {
+		if drop {
+			return pk, packets.CodeSuccessIgnore // acked, and delivered nowhere
+		}
+		return pk, nil
+	}
 	msg := bus.Message{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: pk.FixedHeader.Retain}
 	// Once a client has messages in its pipeline, all its messages go
 	// through it, so none overtakes another.
-	if !p.busy() && !h.router.matchesAny(&msg) {
+	p := h.pipelineOf(cl)
+	busy := p != nil && p.busy()
+	if !busy && !h.router.matchesAny(&msg) {
 		return pk, nil
 	}
-	now := h.router.now()
-	msg.Headers = map[string]string{
-		bus.HeaderMsgID:      p.session.msgID(pk),
-		bus.HeaderSource:     SourceMQTT,
-		bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
+	var s *session
+	if p != nil {
+		s = p.session
+	} else {
+		s = h.sessionFor(cl)
 	}
-	if pk.FixedHeader.Qos == 2 {
+	msg.Headers = map[string]string{
+		bus.HeaderMsgID:      s.msgID(pk),
+		bus.HeaderSource:     SourceMQTT,
+		bus.HeaderReceivedAt: h.router.now().UTC().Format(time.RFC3339Nano),
+	}
+	if !busy && h.broker.Idle(cl) {
 		return h.routeNow(cl, pk, msg)
 	}
-	pk.Properties.TopicAliasFlag, pk.Properties.TopicAlias = false, 0 // the name is resolved already
+	if p == nil {
+		p = h.pipelineFor(cl)
+	}
+	// mochi resolved the topic alias already; the packet goes back without
+	// one, or mochi would set it again when it is released.
+	pk.Properties.TopicAliasFlag, pk.Properties.TopicAlias = false, 0
 	p.push(item{pk: pk, msg: msg})
-	return pk, packets.ErrRejectPacket // the pipeline acks and delivers
+	return pk, packets.ErrRejectPacket // the pipeline releases it once routed
 }
 
 // OnDisconnect lets the client's pipeline finish what it holds and stop,
@@ -156,39 +197,37 @@ func (h *Hook) sessionFor(cl *mqtt.Client) *session {
 	return newSession()
 }
 
-// routeNow routes a QoS 2 message before mochi continues its handshake.
-// When it cannot be made safe, an MQTT 5 client gets a PUBREC with reason
-// "Quota exceeded", which ends the QoS 2 exchange without the message (mochi
-// itself would answer an error from OnPublish with a PUBACK, which is not a
-// QoS 2 packet); an MQTT 3.1.1 client is disconnected and resends.
+// routeNow routes a publish in OnPublish and lets mochi go on with it once
+// it is safe. When it cannot be made safe, the answers are the pipeline's
+// (see run); mochi writes an MQTT 5 PUBACK with the reason code itself,
+// but would answer a QoS 2 publish with a PUBACK too, so a PUBREC is
+// written here.
 func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (packets.Packet, error) {
-	if err := h.router.Route(context.Background(), msg); err != nil {
-		// Too large for a required route: never delivered. MQTT 5 is told
-		// why; MQTT 3.1.1 gets a PUBREC as if taken (see tooLarge), and
-		// mochi completes the exchange at the PUBREL.
-		if code, ok := h.tooLarge(cl, pk, err); ok {
-			_ = cl.WritePacket(packets.Packet{
-				FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
-				PacketID:    pk.PacketID,
-				ReasonCode:  code.Code,
-				Properties:  packets.Properties{ReasonString: code.Reason},
-			})
+	err := h.router.Route(context.Background(), msg)
+	if code, ok := h.tooLarge(cl, pk, err); ok {
+		// Too large for a required route: delivered nowhere (see tooLarge).
+		if cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos == 2 {
+			refuse(cl, pk, code)
 			return pk, packets.ErrRejectPacket
 		}
-		h.refused(cl, pk, err)
-		if cl.Properties.ProtocolVersion == 5 {
-			_ = cl.WritePacket(packets.Packet{
-				FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
-				PacketID:    pk.PacketID,
-				ReasonCode:  packets.ErrQuotaExceeded.Code,
-				Properties:  packets.Properties{ReasonString: packets.ErrQuotaExceeded.Reason},
-			})
-			return pk, packets.ErrRejectPacket
-		}
-		_ = h.broker.Disconnect(cl, packets.ErrServerBusy)
-		return pk, packets.ErrRejectPacket
+		return pk, code // mochi writes a QoS 1 MQTT 5 PUBACK with code; otherwise it acks and drops
 	}
-	return pk, nil
+	if err == nil || pk.FixedHeader.Qos == 0 {
+		if err != nil {
+			h.refused(cl, pk, err)
+		}
+		return pk, nil
+	}
+	h.refused(cl, pk, err)
+	switch {
+	case cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos == 1:
+		return pk, packets.ErrQuotaExceeded
+	case cl.Properties.ProtocolVersion == 5:
+		refuse(cl, pk, packets.ErrQuotaExceeded)
+	default:
+		cl.Stop(packets.ErrServerBusy) // closed, with no DISCONNECT: 3.1.1 has none from a server
+	}
+	return pk, packets.ErrRejectPacket
 }
 
 // tooLarge answers for a publish too large for a required route (a
@@ -196,17 +235,18 @@ func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (pa
 // MQTT 5 client gets "quota exceeded" (0x97, the PUBACK code that fits)
 // with a reason string naming the route and its limit; an MQTT 3.1.1 client
 // has no negative ack, and a disconnect would make it resend the message
-// forever, so it gets a success code and the message is dropped. Either
-// way it is delivered nowhere, counted on the route as too_large, and logged.
+// forever, so it is acked and the message dropped (code is
+// CodeSuccessIgnore, as for QoS 0 of either version). Either way it is
+// delivered nowhere, counted on the route as too_large, and logged.
 func (h *Hook) tooLarge(cl *mqtt.Client, pk packets.Packet, err error) (code packets.Code, ok bool) {
 	var tl *TooLargeError
-	if !errors.As(err, &tl) {
+	if err == nil || !errors.As(err, &tl) {
 		return packets.Code{}, false
 	}
 	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).Int("protocol", int(cl.Properties.ProtocolVersion)).
 		Msg("an MQTT publish is too large for a required route; it is delivered nowhere (MQTT 5: refused with 0x97; MQTT 3.1.1: acknowledged and dropped)")
-	if cl.Properties.ProtocolVersion < 5 {
-		return packets.Code{Code: packets.CodeSuccess.Code}, true
+	if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
+		return packets.CodeSuccessIgnore, true
 	}
 	return packets.Code{Code: packets.ErrQuotaExceeded.Code, Reason: tl.Reason()}, true
 }
@@ -215,6 +255,14 @@ func (h *Hook) refused(cl *mqtt.Client, pk packets.Packet, err error) {
 	h.rejected.Inc()
 	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).
 		Msg("an MQTT publish could not be made safe; refusing it so the client resends")
+}
+
+// pipelineOf is cl's pipeline, or nil if it has none.
+func (h *Hook) pipelineOf(cl *mqtt.Client) *pipeline {
+	if p, ok := h.pipelines.Load(cl); ok {
+		return p.(*pipeline)
+	}
+	return nil
 }
 
 func (h *Hook) pipelineFor(cl *mqtt.Client) *pipeline {
@@ -236,13 +284,12 @@ type item struct {
 	tooLarge error
 }
 
-// pipeline carries one client's messages from OnPublish to PUBACK.
+// pipeline carries one client's messages from OnPublish to their release.
 type pipeline struct {
 	hook    *Hook
 	cl      *mqtt.Client
 	session *session
-	slots   chan struct{} // one per message not yet acked; full blocks the client's reads
-	acks    bytes.Buffer  // the PUBACKs of the batch being acked; only run uses it
+	slots   chan struct{} // one per message not yet released; full blocks the client's reads
 	msgs    []bus.Message // the batch's messages, for Route; only run uses it
 
 	mu     sync.Mutex
@@ -301,11 +348,8 @@ func (p *pipeline) take(spare []item) []item {
 	}
 }
 
-// run routes batches and then, in arrival order, delivers each message
-// locally and acks it. A batch that cannot be made safe is refused: MQTT 5
-// clients get PUBACKs with a reason code, MQTT 3.1.1 clients are
-// disconnected without acks and resend when they reconnect. QoS 0 messages
-// promise nothing and are delivered locally either way.
+// run routes batches and then, in arrival order, releases each message to
+// mochi, or refuses it.
 func (p *pipeline) run() {
 	h := p.hook
 	var batch []item
@@ -322,76 +366,61 @@ func (p *pipeline) run() {
 		}
 		err := h.router.Route(context.Background(), p.msgs...) // Route keeps no reference to p.msgs
 		clear(p.msgs)
-		v5 := p.cl.Properties.ProtocolVersion == 5
 		if err != nil {
 			h.refused(p.cl, batch[0].pk, err)
 		}
-		p.acks.Reset()
-		for _, it := range batch {
-			if it.tooLarge != nil {
-				if code, _ := h.tooLarge(p.cl, it.pk, it.tooLarge); it.pk.FixedHeader.Qos == 1 {
-					p.appendAckCode(it.pk.PacketID, code)
+		disconnect := false
+		h.broker.Batch(p.cl, func() {
+			for _, it := range batch {
+				if it.tooLarge != nil {
+					if code, _ := h.tooLarge(p.cl, it.pk, it.tooLarge); code == packets.CodeSuccessIgnore {
+						h.release(p.cl, it.pk, true)
+					} else {
+						refuse(p.cl, it.pk, code)
+					}
+					continue
 				}
-				continue
-			}
-			if err == nil || it.pk.FixedHeader.Qos == 0 {
-				if derr := h.broker.Deliver(it.pk); derr != nil {
-					h.router.log.Debug().Err(derr).Str("topic", it.pk.TopicName).Msg("local delivery failed")
+				switch {
+				case err == nil || it.pk.FixedHeader.Qos == 0:
+					h.release(p.cl, it.pk, false)
+				case p.cl.Properties.ProtocolVersion == 5:
+					refuse(p.cl, it.pk, packets.ErrQuotaExceeded)
+				default:
+					disconnect = true
 				}
 			}
-			if it.pk.FixedHeader.Qos == 1 && (err == nil || v5) {
-				p.appendAck(it.pk.PacketID, err != nil)
-			}
-		}
-		p.writeAcks()
+		})
 		for range batch {
 			<-p.slots
 		}
-		if err != nil && !v5 {
-			_ = h.broker.Disconnect(p.cl, packets.ErrServerBusy)
+		if disconnect {
+			p.cl.Stop(packets.ErrServerBusy) // closed, with no DISCONNECT: 3.1.1 has none from a server
 		}
 	}
 }
 
-// appendAck encodes a PUBACK into p.acks, with the quota-exceeded reason
-// code when refused, as mochi's WritePacket would encode it for this client.
-func (p *pipeline) appendAck(id uint16, refused bool) {
-	code := packets.Code{Code: packets.CodeSuccess.Code}
-	if refused {
-		code = packets.ErrQuotaExceeded
+// release gives pk back to mochi (see Broker.Release).
+func (h *Hook) release(cl *mqtt.Client, pk packets.Packet, drop bool) {
+	if err := h.broker.Release(cl, pk, drop); err != nil {
+		// The client has gone: it never got its ack, and resends the
+		// message if its session lives on.
+		h.router.log.Debug().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).Msg("releasing a routed publish failed")
 	}
-	p.appendAckCode(id, code)
 }
 
-// appendAckCode encodes a PUBACK with the given reason code and string (a
-// success has none).
-func (p *pipeline) appendAckCode(id uint16, code packets.Code) {
+// refuse answers an MQTT 5 publish with a PUBACK (QoS 1) or PUBREC (QoS 2,
+// which ends the exchange) carrying code, through mochi's writer.
+func refuse(cl *mqtt.Client, pk packets.Packet, code packets.Code) {
 	ack := packets.Packet{
-		FixedHeader:     packets.FixedHeader{Type: packets.Puback},
-		PacketID:        id,
-		ProtocolVersion: p.cl.Properties.ProtocolVersion,
-		ReasonCode:      code.Code,
+		FixedHeader: packets.FixedHeader{Type: packets.Puback},
+		PacketID:    pk.PacketID,
+		ReasonCode:  code.Code,
+		Properties:  packets.Properties{ReasonString: code.Reason},
 	}
-	ack.Properties.ReasonString = code.Reason
-	// [MQTT-3.1.2-29]: no reason string if the client asked for no problem information.
-	ack.Mods.DisallowProblemInfo = p.cl.Properties.Props.RequestProblemInfoFlag && p.cl.Properties.Props.RequestProblemInfo == 0
-	_ = ack.PubackEncode(&p.acks) // writing to a bytes.Buffer cannot fail
-}
-
-// writeAcks sends a batch's PUBACKs in one write instead of one write(2)
-// per PUBACK through mochi's WritePacket, which costs the bridge and the
-// client a system call per message. It takes the client's lock, as
-// WritePacket does, so that packets are never interleaved. Unlike
-// WritePacket it runs no OnPacketEncode/OnPacketSent hooks (the bridge has
-// none for PUBACKs) and leaves mochi's bytes/packets sent counters alone.
-// A failed write means the client is gone; it will resend.
-func (p *pipeline) writeAcks() {
-	if p.acks.Len() == 0 || p.cl.Closed() || p.cl.Net.Conn == nil {
-		return
+	if pk.FixedHeader.Qos == 2 {
+		ack.FixedHeader.Type = packets.Pubrec
 	}
-	p.cl.Lock()
-	defer p.cl.Unlock()
-	_, _ = p.cl.Net.Conn.Write(p.acks.Bytes())
+	_ = cl.WritePacket(ack) // a failure means the client has gone; it resends
 }
 
 // sessionEntry is the hook's record of the MQTT session of one client id.

@@ -156,6 +156,12 @@ func (r *Router) Route(ctx context.Context, msgs ...bus.Message) error {
 		mu   sync.Mutex
 		errs []error
 	)
+	required := 0
+	for i, rt := range r.routes {
+		if len(batches[i]) > 0 && rt.outbox != nil {
+			required++
+		}
+	}
 	for i, rt := range r.routes {
 		batch := batches[i]
 		if len(batch) == 0 {
@@ -163,6 +169,13 @@ func (r *Router) Route(ctx context.Context, msgs ...bus.Message) error {
 		}
 		if rt.outbox == nil {
 			r.enqueueOptional(rt, batch)
+			continue
+		}
+		if required == 1 {
+			// The only required route: no goroutine to wait for.
+			if err := r.deliverRequired(ctx, rt, batch); err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		// Routes deliver in parallel, so one slow sink does not add to another's latency.

@@ -59,6 +59,7 @@ var coveredElsewhere = map[string]string{
 	"go run ./bench/chef -teams steady":                   "bench/chef's smoke test",
 	"go run ./bench/ansible":                              "bench/ansible's smoke test",
 	"go run ./bench/configdb":                             "bench/configdb's smoke test",
+	"go run ./bench/loginstorm":                           "bench/loginstorm's smoke test",
 	"go run ./bench/dashboard":                            "bench/dashboard's smoke test",
 	"go test -run xxx -bench . ./topics/":                 "plain go test",
 	"mosquitto_sub -t 'chef/+/+/run/failure'":             "illustration of filters",

@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
+)
+
+// chunkConn is a net.Conn whose reads return the chunks given, one per
+// Read (or less, if p is shorter), then io.EOF; it counts what it delivered.
+type chunkConn struct {
+	net.Conn
+	chunks    [][]byte
+	delivered int
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	for len(c.chunks) > 0 && len(c.chunks[0]) == 0 {
+		c.chunks = c.chunks[1:]
+	}
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	c.chunks[0] = c.chunks[0][n:]
+	c.delivered += n
+	return n, nil
+}
+
+func (c *chunkConn) SetDeadline(time.Time) error      { return nil }
+func (c *chunkConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *chunkConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *chunkConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+
+type span struct{ start, lenEnd, end int } // a packet: its start, the end of its length field, its end
+
+// stream builds a CONNECT followed by packets of the given body sizes.
+func stream(sizes []int) ([]byte, []span) {
+	var b []byte
+	var spans []span
+	add := func(typ byte, body []byte) {
+		start := len(b)
+		var hdr bytes.Buffer
+		(&packets.FixedHeader{Type: typ >> 4, Remaining: len(body)}).Encode(&hdr)
+		b = append(b, hdr.Bytes()...)
+		lenEnd := len(b)
+		b = append(b, body...)
+		spans = append(spans, span{start, lenEnd, len(b)})
+	}
+	add(0x10, []byte("\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x01c"))
+	for i, n := range sizes {
+		body := make([]byte, n)
+		for j := range body {
+			body[j] = byte(i + j)
+		}
+		add(0x30, body)
+	}
+	return b, spans
+}
+
+// FuzzGatedConn reads random packet streams, cut into random chunks,
+// through the gate: mochi must get exactly the bytes sent, and never the
+// end of a big packet's length field (after which it allocates the length)
+// before all of that packet has arrived.
+func FuzzGatedConn(f *testing.F) {
+	f.Add(uint64(1), uint8(5), uint16(300))
+	f.Add(uint64(2), uint8(40), uint16(7))
+	f.Add(uint64(3), uint8(1), uint16(1))
+	f.Fuzz(func(t *testing.T, seed uint64, packets uint8, maxChunk uint16) {
+		r := rand.New(rand.NewPCG(seed, seed))
+		sizes := make([]int, packets%50)
+		for i := range sizes {
+			switch r.IntN(3) {
+			case 0:
+				sizes[i] = r.IntN(100)
+			case 1:
+				sizes[i] = r.IntN(2000)
+			default:
+				sizes[i] = 2000 + r.IntN(70000)
+			}
+		}
+		data, spans := stream(sizes)
+		var chunks [][]byte
+		for rest := data; len(rest) > 0; {
+			n := 1 + r.IntN(int(maxChunk)+1)
+			n = min(n, len(rest))
+			chunks = append(chunks, rest[:n])
+			rest = rest[n:]
+		}
+		cc := &chunkConn{chunks: chunks}
+		g := &gate{connectTimeout: time.Second, maxConnect: 1024, hold: 1024, metrics: newMetrics(), log: zerolog.Nop()}
+		gc, err := g.admit(cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		for {
+			p := make([]byte, 1+r.IntN(20000))
+			n, err := gc.Read(p)
+			got = append(got, p[:n]...)
+			for _, s := range spans[1:] {
+				if s.end-s.lenEnd > g.hold && len(got) >= s.lenEnd && cc.delivered < s.end {
+					t.Fatalf("a packet of %d bytes: its length was handed over with %d of its bytes still to come",
+						s.end-s.start, s.end-cc.delivered)
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("mochi got %d bytes, %d were sent (equal prefix %d)", len(got), len(data), commonPrefix(got, data))
+		}
+	})
+}
+
+func commonPrefix(a, b []byte) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+func TestAdmit(t *testing.T) {
+	g := &gate{connectTimeout: time.Second, maxConnect: 64, hold: 1024, metrics: newMetrics(), log: zerolog.Nop()}
+	connect, _ := stream(nil)
+	oneByOne := func(b []byte) *chunkConn {
+		c := &chunkConn{}
+		for i := range b {
+			c.chunks = append(c.chunks, b[i:i+1])
+		}
+		return c
+	}
+	if gc, err := g.admit(oneByOne(connect)); err != nil || gc.version != 5 {
+		t.Fatalf("a CONNECT sent byte by byte: %v, version %d", err, gc.version)
+	}
+	for name, tc := range map[string]struct {
+		data []byte
+		want error
+	}{
+		"not a CONNECT":  {[]byte{0x30, 0x02, 0, 1}, nil},
+		"too large":      {[]byte{0x10, 65}, errConnectTooLarge},
+		"claims 256 MiB": {hugeConnect, errConnectTooLarge},
+		"malformed":      {[]byte{0x10, 0xff, 0xff, 0xff, 0xff, 0x01}, nil},
+		"ends early":     {connect[:len(connect)-1], io.ErrUnexpectedEOF},
+		"nothing at all": {nil, io.EOF},
+		"ends in header": {[]byte{0x10, 0x80}, io.ErrUnexpectedEOF},
+	} {
+		_, err := g.admit(oneByOne(tc.data))
+		if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", name, err, tc.want)
+		}
+	}
+}

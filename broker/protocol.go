@@ -1,0 +1,40 @@
+package broker
+
+import (
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// protocolHook puts right what mochi writes where MQTT says otherwise. It
+// changes packets on their way to the encoder (OnPacketEncode), so they
+// still leave through mochi's own writer.
+type protocolHook struct {
+	mqtt.HookBase
+	maxPacketSize uint32
+	maxTopicAlias uint16
+}
+
+// ID names the hook in mochi's logs.
+func (h *protocolHook) ID() string { return "firehose-protocol" }
+
+// Provides lists the events the hook handles.
+func (h *protocolHook) Provides(b byte) bool { return b == mqtt.OnPacketEncode }
+
+// OnPacketEncode announces the limits an MQTT 5 client must keep to in
+// CONNACK (mochi announces neither Maximum Packet Size nor Topic Alias
+// Maximum), and gives PUBACKs a PUBACK reason code: mochi builds a
+// successful one with QoS 1's "granted" code, 0x01, which is not one.
+func (h *protocolHook) OnPacketEncode(_ *mqtt.Client, pk packets.Packet) packets.Packet {
+	switch pk.FixedHeader.Type {
+	case packets.Connack:
+		if pk.ReasonCode < packets.ErrUnspecifiedError.Code {
+			pk.Properties.MaximumPacketSize = h.maxPacketSize
+			pk.Properties.TopicAliasMaximum = h.maxTopicAlias
+		}
+	case packets.Puback:
+		if pk.ReasonCode == packets.CodeGrantedQos1.Code {
+			pk.ReasonCode = packets.CodeSuccess.Code
+		}
+	}
+	return pk
+}
