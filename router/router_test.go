@@ -68,7 +68,9 @@ func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Start()
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	f.router = r
 	return f

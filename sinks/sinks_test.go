@@ -230,7 +230,7 @@ func mqttReceiver(t *testing.T, url string) <-chan sinktest.Delivery {
 type brokerSink struct{ *testbus.Bus }
 
 func (b brokerSink) Name() string                    { return "embedded" }
-func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close() }
+func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close(ctx) }
 func (b brokerSink) Limit() sinks.Limit              { return sinks.Limit{} }
 func (b brokerSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
 

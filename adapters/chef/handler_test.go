@@ -400,7 +400,7 @@ func mustRequest(t *testing.T, method, url string) *http.Request {
 // never a 2xx.
 func TestPublishFailure(t *testing.T) {
 	br := startBridge(t, DefaultConfig())
-	if err := br.bus.Close(); err != nil {
+	if err := br.bus.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	start, _ := os.ReadFile("testdata/01_run_start_chef12_ubuntu/input.json")

@@ -231,7 +231,7 @@ func TestRolloutWaitsForThePublish(t *testing.T) {
 	dir := t.TempDir()
 	converge := readFixture(t, "testdata/03_run_converge_failure_chef15_policyfile_macos/input.json")
 	down := startBridgeWith(t, DefaultConfig(), dir)
-	if err := down.bus.Close(); err != nil {
+	if err := down.bus.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := postLikeChef(t, down.srv.URL+Path, converge, "x"); code != http.StatusServiceUnavailable {

@@ -116,7 +116,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 			t.Fatal(resp.Status)
 		}
 		srv.Close()
-		if err := h1.Close(); err != nil {
+		if err := h1.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		b.Barrier(t, ch, "configdb/barrier")
@@ -125,11 +125,10 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer h2.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = h2.Run(ctx); close(done) }()
-		defer func() { cancel(); <-done }()
+		defer func() { _ = h2.Close(context.Background()) }()
+		if err := h2.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		if got := testkit.Next(t, ch); got.Topic != "configdb/components/1/created" {
 			t.Fatal(got.Topic)
 		}
