@@ -160,9 +160,15 @@ func TestJetStreamStoresARetriedMessageOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nc, _ := nats.Connect(srv.URL())
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := js.Stream(context.Background(), "SINKTEST")
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +268,10 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 64}); err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +282,7 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	deadline := time.Now().Add(testkit.Timeout)
-	for !s.Ready() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling the connection
-	}
+	testkit.Eventually(t, s.Ready, "the sink to be ready")
 	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.small", Payload: []byte("x")}); err != nil {
 		t.Fatalf("a small message: %v", err)
 	}
@@ -325,12 +331,7 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 	defer s.Close(context.Background())
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(testkit.Timeout); !ok(); {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond) // polling the sink's connection
-		}
+		testkit.Eventually(t, ok, "%s", what)
 	}
 	waitFor("the sink to be ready", s.Ready)
 	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.before", Payload: []byte("1")}); err != nil {
@@ -348,7 +349,10 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := js.Stream(context.Background(), "SINKTEST")
 	if err != nil {
 		t.Fatalf("the stream was not made again: %v", err)
@@ -440,7 +444,10 @@ func TestNATSLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	jsc, _ := jetstream.New(nc)
+	jsc, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := jsc.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 1000}); err != nil {
 		t.Fatal(err)
 	}

@@ -36,13 +36,7 @@ func (f *flakyPublisher) Publish(ctx context.Context, msgs ...bus.Message) error
 // waitFor polls a condition of a component that works in the background.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testkit.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // between probes of the relay's progress
-	}
+	testkit.Eventually(t, cond, "%s", what)
 }
 
 func pending(t *testing.T, h *Handler) int {
