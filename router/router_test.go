@@ -366,7 +366,9 @@ func TestJetStreamClusterNodeLoss(t *testing.T) {
 	sc.ConfirmTimeout = 5 * time.Second
 	sc.Stream.Replicas = 3
 	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]sinks.Config{"js": sc})
-	waitReady(t, f.sinks["js"])
+	// Ready once the R3 stream exists: another election, which on a busy
+	// machine may take longer than Eventually's bound.
+	testkit.EventuallyWithin(t, 4*testkit.WaitTimeout, f.sinks["js"].Ready, "sink js to be ready (its R3 stream made)")
 
 	const n = 3000
 	errs := make(chan error, 1)
