@@ -515,12 +515,45 @@ func (r *Router) sendOptional(rt *route) {
 // An empty map means every required sink is up.
 func (r *Router) Ready() map[string]string {
 	down := map[string]string{}
-	for _, rt := range r.routes {
-		if rt.outbox != nil && !rt.sink.Ready() {
-			down["route "+rt.cfg.Name] = "sink " + rt.sink.Name() + " is down; buffering in the outbox"
+	for _, st := range r.Status() {
+		if st.Required && !st.Ready {
+			down["route "+st.Route] = "sink " + st.Sink + " is down: " + st.Reason + "; buffering in the outbox"
 		}
 	}
 	return down
+}
+
+// RouteStatus is a route's state, for /readyz.
+type RouteStatus struct {
+	Route    string `json:"-"`
+	Sink     string `json:"sink"`
+	Required bool   `json:"required"`
+	// Ready reports whether the sink is up (sinks.Sink.Ready).
+	Ready bool `json:"ready"`
+	// Reason says why it is not (sinks.Sink.NotReadyReason): a wrong
+	// password, a refused connection.
+	Reason string `json:"reason,omitempty"`
+	// Outboxed is how many messages wait in a required route's outbox.
+	Outboxed int `json:"outbox_messages"`
+}
+
+// Status reports every route's state, in configuration order. Only
+// required routes make the bridge unready.
+func (r *Router) Status() []RouteStatus {
+	out := make([]RouteStatus, 0, len(r.routes))
+	for _, rt := range r.routes {
+		st := RouteStatus{Route: rt.cfg.Name, Sink: rt.sink.Name(), Required: rt.outbox != nil, Ready: rt.sink.Ready()}
+		if !st.Ready {
+			if st.Reason = rt.sink.NotReadyReason(); st.Reason == "" {
+				st.Reason = "not ready" // it came up between the two questions
+			}
+		}
+		if rt.outbox != nil {
+			st.Outboxed = rt.outbox.Len()
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // Close stops the replayers and closes the outboxes. Messages in the
