@@ -315,7 +315,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.log.Info().Str("version", buildinfo.Version()).Str("http", b.HTTPAddr()).Str("broker", b.cfg.Broker.Mode).Int("routes", len(b.cfg.Routes)).Msg("bridge started")
 	watched := make(chan struct{})
 	go func() { defer close(watched); b.watchReady(readyPoll) }()
-	defer func() { <-watched }() // Shutdown stops it
+	defer func() { <-watched }() // Close stops it
 	var runErr error
 	select {
 	case <-ctx.Done():

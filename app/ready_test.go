@@ -35,7 +35,7 @@ func sinkConfig(t *testing.T, sc sinks.Config) config.Config {
 // until the test ends.
 func runBridge(t *testing.T, cfg config.Config, logs *testkit.SyncBuffer) *Bridge {
 	t.Helper()
-	b, err := New(cfg, zerolog.New(logs))
+	b, err := New(t.Context(), cfg, zerolog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}

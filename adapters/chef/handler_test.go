@@ -2,6 +2,7 @@ package chef
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,7 +61,7 @@ func startBridgeWith(t *testing.T, cfg Config, dataDir string) *bridge {
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { _ = h.Close(t.Context()) })
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	return &bridge{bus: b, srv: srv, h: h, reg: reg, dataDir: dataDir}
 }
 

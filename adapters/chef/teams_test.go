@@ -2,6 +2,7 @@ package chef
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -50,7 +51,7 @@ func newTeamsHandler(t testing.TB, cfg Config, dataDir string, pub bus.Publisher
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = h.Close(t.Context()) })
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	return h
 }
 
