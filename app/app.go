@@ -308,7 +308,9 @@ func (b *Bridge) start(ctx context.Context) error {
 // Run starts the bridge, waits until ctx is done (a signal) or a listener
 // fails, then shuts down within the configured shutdown_timeout.
 func (b *Bridge) Run(ctx context.Context) error {
-	if err := b.Start(ctx); err != nil {
+	// A ctx already done means start, then shut down at once, as it always
+	// has: Start fails only for its own reasons here.
+	if err := b.Start(context.WithoutCancel(ctx)); err != nil {
 		_ = b.closeAll(context.WithoutCancel(ctx))
 		return err
 	}

@@ -122,7 +122,9 @@ func (s *BrokerOnly) Start(ctx context.Context) error {
 // Run starts the broker, waits until ctx is done (a signal) or the HTTP
 // listener fails, then shuts down within the configured shutdown_timeout.
 func (s *BrokerOnly) Run(ctx context.Context) error {
-	if err := s.Start(ctx); err != nil {
+	// A ctx already done means start, then shut down at once, as it always
+	// has: Start fails only for its own reasons here.
+	if err := s.Start(context.WithoutCancel(ctx)); err != nil {
 		_ = s.closeAll(context.WithoutCancel(ctx))
 		return err
 	}
