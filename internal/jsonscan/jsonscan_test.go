@@ -1,4 +1,4 @@
-package rawjson
+package jsonscan
 
 import (
 	"bytes"
@@ -193,6 +193,15 @@ func FuzzCheck(f *testing.F) {
 					if !utf8.ValidString(k) {
 						t.Fatalf("key %q decoded to invalid UTF-8", it.Key())
 					}
+					var want string
+					quoted := v[it.KeyOffset() : it.KeyOffset()+len(it.Key())+2]
+					if err := json.Unmarshal(quoted, &want); err != nil || k != want || string(KeyBytes(it.Key())) != want {
+						t.Fatalf("key %s: Key %q, KeyBytes %q, encoding/json %q %v", quoted, k, KeyBytes(it.Key()), want, err)
+					}
+				}
+				// The value ends where the next comma or bracket begins.
+				if end := it.Offset() + len(it.Value()); !bytes.ContainsAny(v[SkipSpace(v, end):][:1], ",]}") {
+					t.Fatalf("after the value %q of %q comes %q", it.Value(), v, v[SkipSpace(v, end):])
 				}
 				walk(it.Value())
 			}

@@ -1,4 +1,4 @@
-package rawjson
+package jsonscan
 
 import (
 	"encoding/binary"
@@ -120,6 +120,16 @@ func Key(raw []byte) string {
 	return s
 }
 
+// KeyBytes is Key without the string: raw itself when the key needs no
+// decoding (no escapes, valid UTF-8), so that comparing keys allocates
+// nothing; otherwise a decoded copy.
+func KeyBytes(raw []byte) []byte {
+	if plain(raw) {
+		return raw
+	}
+	return []byte(Key(raw))
+}
+
 // KeyIs reports whether the raw key equals name, without allocating when the
 // key has no escapes.
 func KeyIs(raw []byte, name string) bool {
@@ -147,7 +157,7 @@ func plain(b []byte) bool {
 // Iter walks the members of an object or the elements of an array, checking
 // syntax as it goes. The zero Iter yields nothing.
 //
-//	it := rawjson.Members(obj)
+//	it := jsonscan.Members(obj)
 //	for it.Next() {
 //		use(it.Key(), it.Value())
 //	}
@@ -468,6 +478,11 @@ func pathAt(b []byte, i int, keys []string, depth int) (end int, val []byte, ok 
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// SkipSpace returns the offset of the first byte at or after i in b that is
+// not JSON whitespace, or len(b). Callers that cut or splice members use it to
+// find the comma or bracket after a value.
+func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
 
 func skipSpace(b []byte, i int) int {
 	// Pretty-printed bodies indent with runs of spaces: take 8 at a time.
