@@ -98,7 +98,9 @@ type cursor struct {
 func openCursor(doc []byte) (cursor, error) {
 	switch jsonscan.Kind(doc) {
 	case jsonscan.Object:
-		return cursor{doc: doc, it: jsonscan.Members(doc)}, nil
+		// Stored documents were checked when they were written (Canonical):
+		// values are skipped, not checked again.
+		return cursor{doc: doc, it: jsonscan.ValidMembers(doc)}, nil
 	case jsonscan.Invalid:
 		if jsonscan.SkipSpace(doc, 0) == len(doc) {
 			return cursor{}, errors.New("empty document")

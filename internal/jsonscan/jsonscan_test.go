@@ -175,6 +175,18 @@ func FuzzCheck(f *testing.F) {
 			switch Kind(v) {
 			case Object:
 				it = Members(v)
+				// Walking it as known to be valid yields the same members.
+				trusted, checked := ValidMembers(v), Members(v)
+				for checked.Next() {
+					if !trusted.Next() || !bytes.Equal(trusted.Key(), checked.Key()) || !bytes.Equal(trusted.Value(), checked.Value()) ||
+						trusted.KeyOffset() != checked.KeyOffset() || trusted.Offset() != checked.Offset() {
+						t.Fatalf("ValidMembers(%q) differs from Members at member %d: %q=%q, want %q=%q",
+							v, checked.Index(), trusted.Key(), trusted.Value(), checked.Key(), checked.Value())
+					}
+				}
+				if trusted.Next() || trusted.Err() != nil || trusted.End() != checked.End() {
+					t.Fatalf("ValidMembers(%q) ends at %d (%v), Members at %d", v, trusted.End(), trusted.Err(), checked.End())
+				}
 			case Array:
 				it = Elements(v)
 			case String:
@@ -210,6 +222,19 @@ func FuzzCheck(f *testing.F) {
 			}
 		}
 		walk(b)
+	})
+}
+
+// ValidMembers on invalid input must not panic, whatever it returns.
+func FuzzValidMembers(f *testing.F) {
+	for _, c := range validityCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		it := ValidMembers(b)
+		for it.Next() {
+			_ = Key(it.Key())
+		}
 	})
 }
 

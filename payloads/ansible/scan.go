@@ -70,7 +70,7 @@ func scan(data []byte, w *wire) bool {
 		return false
 	}
 	prevEnd := -1 // end of the last member other than event_id
-	it := jsonscan.Members(data)
+	it := jsonscan.ValidMembers(data)
 	for it.Next() {
 		key, value := it.Key(), it.Value()
 		if dst := w.field(key); dst != nil {

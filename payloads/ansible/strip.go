@@ -33,7 +33,7 @@ func WithoutEventID(data []byte) []byte {
 	// kept, which swallows the ranges of the members removed since.
 	var cuts [][2]int
 	prevEnd := -1 // end of the value of the last member kept, if any
-	it := jsonscan.Members(data)
+	it := jsonscan.ValidMembers(data)
 	for it.Next() {
 		vend := it.Offset() + len(it.Value())
 		if !isEventIDKey(it.Key()) {
