@@ -168,18 +168,34 @@ func (b *Bridge) routes() {
 
 // readyz answers 200 when the bridge can take messages and deliver them: the
 // broker is up, in external mode the router's subscription there is in
-// place, and every required route's sink is connected.
+// place, and every required route's sink is connected. The body says what
+// fails, and each route's state with its sink's reason (a wrong password).
 func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
-	checks := map[string]string{}
+	checks, ready := b.readiness()
+	routes := map[string]router.RouteStatus{}
+	for _, st := range b.router.Status() {
+		routes[st.Route] = st
+	}
+	body := map[string]any{"status": "ok", "checks": checks, "routes": routes}
+	status := http.StatusOK
+	if !ready {
+		body["status"], status = "unavailable", http.StatusServiceUnavailable
+	}
+	httpserver.WriteJSON(w, status, body)
+}
+
+// readiness is every check of /readyz, "ok" or what fails, and whether all pass.
+func (b *Bridge) readiness() (checks map[string]string, ready bool) {
+	checks = map[string]string{}
 	switch {
 	case b.broker != nil && !b.broker.Ready():
 		checks["broker"] = "not running"
 	case b.external != nil && !b.external.Ready():
-		checks["broker"] = "external broker not connected"
+		checks["broker"] = "external broker not connected: " + b.external.NotReadyReason()
 	default:
 		checks["broker"] = "ok"
 	}
-	ready := checks["broker"] == "ok"
+	ready = checks["broker"] == "ok"
 	if b.subscriber != nil {
 		checks["router subscriber"] = "ok"
 		if err := b.subscriber.Ready(); err != nil {
@@ -190,12 +206,7 @@ func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 		checks[k] = v
 		ready = false
 	}
-	body := map[string]any{"status": "ok", "checks": checks}
-	status := http.StatusOK
-	if !ready {
-		body["status"], status = "unavailable", http.StatusServiceUnavailable
-	}
-	httpserver.WriteJSON(w, status, body)
+	return checks, ready
 }
 
 // Start serves MQTT and HTTP and starts routing. It returns once the
@@ -242,7 +253,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.closeAll(context.Background())
 		return err
 	}
-	b.log.Info().Str("version", buildinfo.Version()).Str("http", b.HTTPAddr()).Str("broker", b.cfg.Broker.Mode).Int("routes", len(b.cfg.Routes)).Msg("bridge ready")
+	b.log.Info().Str("version", buildinfo.Version()).Str("http", b.HTTPAddr()).Str("broker", b.cfg.Broker.Mode).Int("routes", len(b.cfg.Routes)).Msg("bridge started")
+	watched := make(chan struct{})
+	go func() { defer close(watched); b.watchReady(readyPoll) }()
+	defer func() { <-watched }() // Shutdown stops it
 	var runErr error
 	select {
 	case <-ctx.Done():

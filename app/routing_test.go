@@ -171,7 +171,7 @@ func TestReadyzReportsARequiredSinkDown(t *testing.T) {
 		return code == 503
 	})
 	_, body := get(t, "http://"+b.HTTPAddr()+"/readyz")
-	if !strings.Contains(body, `"route all":"sink js is down; buffering in the outbox"`) {
+	if !strings.Contains(body, `"route all":"sink js is down: `) || !strings.Contains(body, `; buffering in the outbox"`) {
 		t.Fatalf("/readyz: %s", body)
 	}
 	srv.Restart()

@@ -95,8 +95,9 @@ func (a *account) maySubscribe(filter string) bool {
 //   - denied, MQTT 3.1.1, which has no negative ack: a positive ack, and
 //     the message is dropped, as mosquitto does.
 //
-// Each denial is counted (firehose_broker_publish_denied_total) and logged,
-// with similar ones aggregated.
+// Each denial is counted (firehose_broker_publish_denied_total) and logged:
+// the first of a client and topic at once, those that follow as one count
+// per interval.
 type authHook struct {
 	mqtt.HookBase
 	log     zerolog.Logger
@@ -119,7 +120,7 @@ type authHook struct {
 	// approved holds the clients OnConnect let in, for OnConnectAuthenticate.
 	approved sync.Map
 
-	denyLog  rateLimitedLog
+	denials  denialLog
 	loginLog rateLimitedLog
 }
 
@@ -128,6 +129,7 @@ func newAuthHook(log zerolog.Logger, m *metrics, policy *accessPolicy, cfg Confi
 		log: log, metrics: m, policy: policy, verified: map[*account][32]byte{},
 		throttle: newLoginThrottle(cfg.Login, nil), timeout: cfg.ConnectTimeout,
 		maxTopicAlias: uint16(cfg.MaxTopicAlias),
+		denials:       denialLog{log: log},
 	}
 	_, _ = rand.Read(h.salt[:])
 	return h
@@ -440,23 +442,19 @@ func (h *authHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	return pk, packets.CodeSuccessIgnore
 }
 
+// denied counts and logs a denied publish: every one, those of a client
+// and topic that go on aggregated (denialLog).
 func (h *authHook) denied(cl *mqtt.Client, topic string) {
 	h.metrics.publishDenied.Inc()
 	username := string(cl.Properties.Username)
-	h.denyLog.do(func(suppressed int) {
-		ev := h.log.Warn().Str("client", cl.ID).Str("username", username).Str("topic", topic)
-		if suppressed > 0 {
-			ev = ev.Int("similar_suppressed", suppressed)
-		}
-		switch {
-		case username == "":
-			ev.Msg("refused publish: anonymous clients are read-only")
-		case !mqtt.IsValidFilter(topic, true):
-			ev.Msg("refused publish: $SYS topics are the broker's")
-		default:
-			ev.Msg("refused publish: topic outside the user's publish ACL")
-		}
-	})
+	why := "topic outside the user's publish ACL"
+	switch {
+	case username == "":
+		why = "anonymous clients are read-only"
+	case !mqtt.IsValidFilter(topic, true):
+		why = "$SYS topics are the broker's"
+	}
+	h.denials.denied(cl.ID, username, cl.Net.Remote, topic, why)
 }
 
 // dummyHash is a bcrypt hash (cost 10, the default) of a password nobody

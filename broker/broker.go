@@ -58,12 +58,7 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 		return nil, fmt.Errorf("broker config: %w", err)
 	}
 	log := opts.Logger.With().Str("component", "broker").Logger()
-	// mochi narrates every hook and listener at info; keep its warnings and
-	// errors, and the rest only when we debug.
 	mochiLog := opts.Logger.With().Str("component", "mqtt").Logger()
-	if mochiLog.GetLevel() > zerolog.DebugLevel && mochiLog.GetLevel() < zerolog.WarnLevel {
-		mochiLog = mochiLog.Level(zerolog.WarnLevel)
-	}
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = int32(cfg.MaxQueuedMessages)
 	caps.MaximumInflight = uint16(cfg.MaxInflight)
@@ -80,7 +75,7 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 		SysTopicResendInterval:   int64(cfg.SysInterval.Seconds()),
 		ClientNetWriteBufferSize: int(cfg.ClientBuffer),
 		ClientNetReadBufferSize:  int(cfg.ClientBuffer),
-		Logger:                   slog.New(zerolog.NewSlogHandler(mochiLog)),
+		Logger:                   slog.New(mochiHandler{zerolog.NewSlogHandler(mochiLog)}),
 	})
 	// $SYS/broker/version names firehose, as mosquitto's names mosquitto,
 	// rather than the mochi library inside it.
@@ -283,6 +278,7 @@ func userProperties(headers map[string]string) []packets.UserProperty {
 func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
+		defer b.auth.denials.stop() // after the clients, whose last denials it counts
 		if b.started.Load() {
 			b.closeErr = b.server.Close() // closes listeners, clients and hooks
 			return

@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // rateLimitedLog runs a log call at most once per interval, and tells the next
@@ -31,4 +34,138 @@ func (r *rateLimitedLog) do(log func(suppressed int)) {
 	r.last, r.suppressed = now, 0
 	r.mu.Unlock()
 	log(n)
+}
+
+// denialLog logs every denied publish without letting a client flood the
+// log: the first denial of a client, user and topic at once, then, while
+// they go on, one line per interval with their count ("49 more denials in
+// the last 10s"). A key quiet for a whole interval is forgotten, so its
+// next denial is logged at once again. At most maxDenialKeys keys are
+// followed per interval; denials beyond them are counted together.
+type denialLog struct {
+	log      zerolog.Logger
+	interval time.Duration // zero means 10s
+
+	mu      sync.Mutex
+	pending map[denialKey]*denialCount
+	others  int       // denials of keys past maxDenialKeys
+	since   time.Time // when the current interval began
+	timer   *time.Timer
+	stopped bool
+}
+
+type denialKey struct{ client, username, remote, topic string }
+
+type denialCount struct {
+	n   int    // denials since the last line
+	why string // why the first was refused
+}
+
+// maxDenialKeys bounds what a storm of distinct topics or client ids costs.
+// maxDenialField bounds each field kept and logged: MQTT allows 64 KiB.
+const (
+	maxDenialKeys  = 256
+	maxDenialField = 256
+)
+
+// denied logs or counts one denied publish.
+func (l *denialLog) denied(client, username, remote, topic, why string) {
+	k := denialKey{clip(client), clip(username), remote, clip(topic)}
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	if c, ok := l.pending[k]; ok {
+		c.n++
+		l.mu.Unlock()
+		return
+	}
+	if len(l.pending) >= maxDenialKeys {
+		l.others++
+		l.mu.Unlock()
+		return
+	}
+	if l.pending == nil {
+		l.pending = map[denialKey]*denialCount{}
+	}
+	l.pending[k] = &denialCount{why: why}
+	if l.timer == nil {
+		l.since = time.Now()
+		l.timer = time.AfterFunc(l.every(), l.flush)
+	}
+	l.mu.Unlock()
+	l.event(k).Msg("refused publish: " + why)
+}
+
+func (l *denialLog) every() time.Duration {
+	if l.interval == 0 {
+		return 10 * time.Second
+	}
+	return l.interval
+}
+
+func (l *denialLog) event(k denialKey) *zerolog.Event {
+	return l.log.Warn().Str("client", k.client).Str("username", k.username).Str("remote", k.remote).Str("topic", k.topic)
+}
+
+// flush logs the counts of the interval that ended, and starts the next
+// one while any key is still followed.
+func (l *denialLog) flush() {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.timer = nil
+	l.logCounts()
+	if len(l.pending) > 0 {
+		l.since = time.Now()
+		l.timer = time.AfterFunc(l.every(), l.flush)
+	}
+	l.mu.Unlock()
+}
+
+// logCounts writes one line per key denied again since its last line, and
+// forgets the keys that were quiet. l.mu is held: the lines are few, and
+// holding it keeps them in order with the next interval's.
+func (l *denialLog) logCounts() {
+	elapsed := time.Since(l.since).Round(time.Second)
+	if elapsed == 0 {
+		elapsed = time.Since(l.since).Round(time.Millisecond)
+	}
+	for k, c := range l.pending {
+		if c.n == 0 {
+			delete(l.pending, k)
+			continue
+		}
+		l.event(k).Int("denials", c.n).Msg(fmt.Sprintf("%d more denials in the last %s: %s", c.n, elapsed, c.why))
+		c.n = 0
+	}
+	if l.others > 0 {
+		l.log.Warn().Int("denials", l.others).Msg(fmt.Sprintf("%d more denials in the last %s, of clients and topics past the %d followed", l.others, elapsed, maxDenialKeys))
+		l.others = 0
+	}
+}
+
+// stop logs the counts not logged yet and ends the log: the broker is closing.
+func (l *denialLog) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return
+	}
+	l.stopped = true
+	if l.timer != nil {
+		l.timer.Stop()
+		l.logCounts()
+	}
+}
+
+// clip cuts s to maxDenialField bytes.
+func clip(s string) string {
+	if len(s) <= maxDenialField {
+		return s
+	}
+	return s[:maxDenialField] + "..."
 }

@@ -21,7 +21,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "firehose_route_messages_total",
-			Help: "Messages per route by result: delivered (confirmed by the sink), outboxed (kept for replay), " +
+			Help: "Messages per route by result: delivered (confirmed by the sink, at once or replayed from the outbox), outboxed (kept for replay), " +
 				"dropped (optional route, sink unable), rejected (the sink can never take them), refused (outbox full; the sender was told to retry), " +
 				"too_large (over the sink's size limit, refused before the sender was answered: HTTP 413, MQTT 5 PUBACK 0x97; an MQTT 3.1.1 publish is acked and dropped).",
 		}, []string{"route", "result"}),

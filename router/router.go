@@ -381,12 +381,43 @@ func (r *Router) deliverRequired(ctx context.Context, rt *route, batch []bus.Mes
 // replayBatch is how many outbox messages one sink publish carries.
 const replayBatch = 256
 
+// drain is one emptying of an outbox: from the first message replayed
+// after an outage (or a restart) until the outbox is empty, however many
+// times the sink goes away meanwhile. It is logged once, at its end.
+type drain struct {
+	delivered, rejected int
+	started             time.Time
+	oldest              time.Time // when the first replayed message was stored
+}
+
+// done logs a drain that emptied the outbox (or was cut short by
+// shutdown, with what is left), and starts the next one.
+func (d *drain) done(rt *route, now time.Time, left int) {
+	if d.started.IsZero() {
+		return
+	}
+	waited := now.Sub(d.oldest).Round(100 * time.Millisecond)
+	ev := rt.log.Info()
+	if d.rejected > 0 || left > 0 {
+		ev = rt.log.Warn().Int("rejected", d.rejected).Int("left", left)
+	}
+	ev.Int("messages", d.delivered).
+		Float64("waited_seconds", waited.Seconds()).
+		Float64("drain_seconds", now.Sub(d.started).Round(time.Millisecond).Seconds()).
+		Msgf("replayed %d messages to route %s after %s", d.delivered, rt.cfg.Name, waited)
+	*d = drain{}
+}
+
 // replay drains a required route's outbox into its sink, oldest first,
-// removing messages only once the sink confirmed them.
+// removing messages only once the sink confirmed them. A replayed message
+// counts as delivered, as one delivered at once does, and in
+// outbox_replayed_total.
 func (r *Router) replay(rt *route) {
 	backoff := 100 * time.Millisecond
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var d drain
+	defer func() { d.done(rt, r.now(), rt.outbox.Len()) }()
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -399,6 +430,9 @@ func (r *Router) replay(rt *route) {
 			if err != nil && len(entries) == 0 {
 				rt.log.Error().Err(err).Msg("cannot read the outbox")
 				break
+			}
+			if d.started.IsZero() {
+				d.started, d.oldest = r.now(), entries[0].EnqueuedAt
 			}
 			msgs := make([]bus.Message, len(entries))
 			for i, e := range entries {
@@ -415,19 +449,24 @@ func (r *Router) replay(rt *route) {
 				backoff = min(backoff*2, 5*time.Second)
 				continue
 			}
+			n := 0
 			if err != nil {
-				n := refusedCount(err, len(entries))
-				rt.metrics.replayed.Add(float64(len(entries) - n))
+				n = refusedCount(err, len(entries))
 				rt.metrics.rejected.Add(float64(n))
 				rt.log.Error().Err(err).Int("messages", n).Msg("the sink refused replayed messages for good; dropped")
-			} else {
-				rt.metrics.replayed.Add(float64(len(entries)))
 			}
+			rt.metrics.replayed.Add(float64(len(entries) - n))
+			rt.metrics.delivered.Add(float64(len(entries) - n))
+			d.delivered += len(entries) - n
+			d.rejected += n
 			backoff = 100 * time.Millisecond
 			if err := rt.outbox.Remove(entries); err != nil {
 				rt.log.Error().Err(err).Msg("cannot remove replayed messages from the outbox; they will be sent again")
 				break
 			}
+		}
+		if rt.outbox.Len() == 0 {
+			d.done(rt, r.now(), 0)
 		}
 	}
 }
@@ -476,12 +515,45 @@ func (r *Router) sendOptional(rt *route) {
 // An empty map means every required sink is up.
 func (r *Router) Ready() map[string]string {
 	down := map[string]string{}
-	for _, rt := range r.routes {
-		if rt.outbox != nil && !rt.sink.Ready() {
-			down["route "+rt.cfg.Name] = "sink " + rt.sink.Name() + " is down; buffering in the outbox"
+	for _, st := range r.Status() {
+		if st.Required && !st.Ready {
+			down["route "+st.Route] = "sink " + st.Sink + " is down: " + st.Reason + "; buffering in the outbox"
 		}
 	}
 	return down
+}
+
+// RouteStatus is a route's state, for /readyz.
+type RouteStatus struct {
+	Route    string `json:"-"`
+	Sink     string `json:"sink"`
+	Required bool   `json:"required"`
+	// Ready reports whether the sink is up (sinks.Sink.Ready).
+	Ready bool `json:"ready"`
+	// Reason says why it is not (sinks.Sink.NotReadyReason): a wrong
+	// password, a refused connection.
+	Reason string `json:"reason,omitempty"`
+	// Outboxed is how many messages wait in a required route's outbox.
+	Outboxed int `json:"outbox_messages"`
+}
+
+// Status reports every route's state, in configuration order. Only
+// required routes make the bridge unready.
+func (r *Router) Status() []RouteStatus {
+	out := make([]RouteStatus, 0, len(r.routes))
+	for _, rt := range r.routes {
+		st := RouteStatus{Route: rt.cfg.Name, Sink: rt.sink.Name(), Required: rt.outbox != nil, Ready: rt.sink.Ready()}
+		if !st.Ready {
+			if st.Reason = rt.sink.NotReadyReason(); st.Reason == "" {
+				st.Reason = "not ready" // it came up between the two questions
+			}
+		}
+		if rt.outbox != nil {
+			st.Outboxed = rt.outbox.Len()
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // Close stops the replayers and closes the outboxes. Messages in the

@@ -45,11 +45,12 @@ type fixture struct {
 	router *router.Router
 	reg    *prometheus.Registry
 	sinks  map[string]sinks.Sink
+	logs   *testkit.SyncBuffer // the router's log
 }
 
 func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]sinks.Config) *fixture {
 	t.Helper()
-	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}}
+	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}, logs: &testkit.SyncBuffer{}}
 	natsSinks := map[string]bool{}
 	for name, c := range sinkCfgs {
 		s, err := sinks.NewNATS(name, c, zerolog.Nop())
@@ -64,7 +65,7 @@ func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs ma
 			t.Fatal(err)
 		}
 	}
-	r, err := router.New(routes, f.sinks, natsSinks, router.Options{DataDir: dataDir, Logger: zerolog.Nop(), Registerer: f.reg})
+	r, err := router.New(routes, f.sinks, natsSinks, router.Options{DataDir: dataDir, Logger: zerolog.New(f.logs), Registerer: f.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +236,16 @@ func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
 	waitOutboxDrained(t, f, "all")
 	if v := metricValue(t, f.reg, "firehose_outbox_replayed_total", "all", ""); v != 300 {
 		t.Errorf("replayed = %v, want 300", v)
+	}
+	// Replayed messages are delivered messages too (issue 16, row 6).
+	if v := metricValue(t, f.reg, "firehose_route_messages_total", "all", "delivered"); v != 301 {
+		t.Errorf("delivered = %v, want 301 (1 at once, 300 replayed)", v)
+	}
+	// One line for the whole drain, however many batches it took.
+	testkit.Eventually(t, func() bool { return strings.Contains(f.logs.String(), "replayed 300 messages to route all after ") },
+		"the drain's log line; the log is:\n%s", f.logs)
+	if n := strings.Count(f.logs.String(), "replayed "); n != 1 {
+		t.Errorf("%d replay lines, want 1:\n%s", n, f.logs)
 	}
 }
 

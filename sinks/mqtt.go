@@ -25,6 +25,7 @@ type MQTT struct {
 	timeout   time.Duration
 	maxPacket int
 	limit     Limit // made once: Limit runs for every routed message
+	state     connState
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -39,6 +40,7 @@ func NewMQTT(name string, cfg Config, dataDir string, log zerolog.Logger) (*MQTT
 	s := &MQTT{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
 		maxPacket: int(cfg.EffectiveMaxPacketSize())}
 	s.limit = cfg.ConfiguredLimit(name)
+	s.state = connState{log: s.log, what: "MQTT sink " + name}
 	storeDir := cfg.StoreDir
 	if storeDir == "" {
 		storeDir = filepath.Join(dataDir, "mqtt", name)
@@ -55,9 +57,23 @@ func NewMQTT(name string, cfg Config, dataDir string, log zerolog.Logger) (*MQTT
 		SetKeepAlive(30 * time.Second).
 		SetUsername(cfg.Username).
 		SetPassword(cfg.Password).
-		SetOnConnectHandler(func(paho.Client) { s.log.Info().Str("url", cfg.URL).Msg("MQTT sink connected") }).
+		SetOnConnectHandler(func(paho.Client) {
+			ev := s.log.Info().Str("url", cfg.URL)
+			if n := s.state.connected(); n > 0 {
+				ev = ev.Int("failed_attempts", n)
+			}
+			ev.Msg("MQTT sink connected")
+		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			s.state.lost(err)
 			s.log.Warn().Err(err).Msg("MQTT sink disconnected; messages for required routes go to the outbox")
+		}).
+		// paho retries quietly; this is where it tells why an attempt
+		// failed (a CONNACK's "not Authorized", a refused dial).
+		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
+			if f, ok := n.(paho.ConnectionNotificationFailed); ok && !s.closed.Load() {
+				s.state.failed(f.Reason, "cannot connect to "+cfg.URL)
+			}
 		})
 	if cfg.TLS != nil {
 		tlsCfg, err := cfg.TLS.Config()
@@ -76,6 +92,18 @@ func (s *MQTT) Name() string { return s.name }
 
 // Ready reports whether the connection is up.
 func (s *MQTT) Ready() bool { return !s.closed.Load() && s.client.IsConnectionOpen() }
+
+// NotReadyReason is why the sink is not connected: the reason paho gave
+// for its last failed attempt, or for losing the connection.
+func (s *MQTT) NotReadyReason() string {
+	switch {
+	case s.closed.Load():
+		return "closed"
+	case s.client.IsConnectionOpen():
+		return ""
+	}
+	return s.state.why("not connected yet")
+}
 
 // Limit is max_packet_size: MQTT 3.1.1 cannot ask the broker.
 func (s *MQTT) Limit() Limit { return s.limit }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/textproto"
 	"strings"
 	"sync"
@@ -30,8 +31,10 @@ type NATS struct {
 	timeout time.Duration
 
 	constructed chan struct{} // closed once js is set; nats.go calls back before NewNATS returns
+	state       connState
 	streamMu    sync.Mutex
 	streamReady atomic.Bool
+	streamErr   atomic.Pointer[string] // why the stream could not be made, last time
 	closed      atomic.Bool
 	closeOnce   sync.Once
 
@@ -64,24 +67,53 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 	if cfg.Stream != nil {
 		s.streamLimit = "the max_msg_size of JetStream stream " + cfg.Stream.Name
 	}
+	s.state = connState{log: s.log, what: "NATS sink " + name}
 	defer close(s.constructed)
+	connected := func(msg string) {
+		ev := s.log.Info()
+		if n := s.state.connected(); n > 0 {
+			ev = ev.Int("failed_attempts", n)
+		}
+		ev.Msg(msg)
+		s.onConnect()
+	}
 	opts := []nats.Option{
 		nats.Name(cfg.ConnectionName),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
-		nats.ReconnectWait(time.Second),
-		nats.ReconnectJitter(500*time.Millisecond, time.Second),
+		// nats.go gives up for good after the same authorization error
+		// twice; the sink keeps trying, as it does for any other failure,
+		// so that fixing the credentials on the server is enough.
+		nats.IgnoreAuthErrorAbort(),
+		// Called before each new round of attempts: the moment to report
+		// why the last one failed, which nats.go keeps (LastError) but
+		// reports nowhere until the connection was once up.
+		nats.CustomReconnectDelay(func(int) time.Duration {
+			s.reportFailedAttempt()
+			return time.Second + rand.N(500*time.Millisecond) // spread the bridges' reconnects
+		}),
 		// No reconnect buffer: a publish while disconnected fails at once,
 		// and the router keeps the message in the outbox instead of memory.
 		nats.ReconnectBufSize(-1),
-		nats.ConnectHandler(func(*nats.Conn) { s.log.Info().Msg("NATS connected"); s.onConnect() }),
-		nats.ReconnectHandler(func(*nats.Conn) { s.log.Info().Msg("NATS reconnected"); s.onConnect() }),
+		nats.ConnectHandler(func(*nats.Conn) { connected("NATS connected") }),
+		nats.ReconnectHandler(func(*nats.Conn) { connected("NATS reconnected") }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if !s.closed.Load() {
+				s.state.lost(err)
 				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes go to the outbox")
 			}
 		}),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		// A dial that failed (an authorization error is reported by
+		// reportFailedAttempt).
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if !s.closed.Load() {
+				s.state.failed(err, "cannot connect")
+			}
+		}),
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			if sub == nil && !nc.IsConnected() {
+				return // an attempt to reconnect that failed: reportFailedAttempt logs it
+			}
 			s.log.Warn().Err(err).Msg("NATS error")
 		}),
 	}
@@ -127,6 +159,37 @@ func (s *NATS) Ready() bool {
 		return false
 	}
 	return s.js == nil || s.cfg.Stream == nil || !s.cfg.Stream.Create || s.streamReady.Load()
+}
+
+// reportFailedAttempt records and logs why the last connection attempt
+// failed, when the server refused it (an authorization violation, say).
+func (s *NATS) reportFailedAttempt() {
+	<-s.constructed // s.nc is set
+	if s.nc == nil || s.closed.Load() {
+		return
+	}
+	if err := s.nc.LastError(); err != nil && !s.nc.IsConnected() {
+		s.state.failed(err, "cannot connect")
+	}
+}
+
+// NotReadyReason is why the sink is not ready: why its connection is not
+// up, as nats.go reported it, or why the JetStream stream it creates is
+// not there.
+func (s *NATS) NotReadyReason() string {
+	switch {
+	case s.closed.Load():
+		return "closed"
+	case !s.nc.IsConnected():
+		return s.state.why("not connected yet")
+	case s.Ready():
+		return ""
+	}
+	why := "not created yet"
+	if err := s.streamErr.Load(); err != nil {
+		why = *err
+	}
+	return "JetStream stream " + s.cfg.Stream.Name + ": " + why
 }
 
 // onConnect creates or updates the stream when configured to, after every
@@ -195,8 +258,11 @@ func (s *NATS) ensureStream() error {
 		Duplicates: st.DuplicateWindow,
 	})
 	if err != nil {
+		why := err.Error()
+		s.streamErr.Store(&why)
 		return fmt.Errorf("stream %s: %w", st.Name, err)
 	}
+	s.streamErr.Store(nil)
 	// An existing stream keeps a max_msg_size the bridge does not set.
 	s.streamMaxMsg.Store(int64(max(stream.CachedInfo().Config.MaxMsgSize, 0)))
 	s.streamReady.Store(true)

@@ -35,6 +35,11 @@ type Sink interface {
 	Name() string
 	// Ready reports whether the sink is connected and able to confirm now.
 	Ready() bool
+	// NotReadyReason says why the sink is not ready, for /readyz and
+	// the log: the reason its last connection attempt failed, as the
+	// server or the network gave it ("not Authorized", "connection
+	// refused"), or what else it waits for. It is "" while Ready.
+	NotReadyReason() string
 	// Limit is the largest message the destination takes now. It may
 	// change: a NATS sink learns it from the server once connected.
 	Limit() Limit

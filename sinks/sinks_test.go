@@ -233,6 +233,12 @@ func (b brokerSink) Name() string                    { return "embedded" }
 func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close() }
 func (b brokerSink) Limit() sinks.Limit              { return sinks.Limit{} }
 func (b brokerSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
+func (b brokerSink) NotReadyReason() string {
+	if b.Ready() {
+		return ""
+	}
+	return "not running"
+}
 
 func TestEmbeddedBrokerConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
@@ -448,5 +454,61 @@ func TestNATSLimits(t *testing.T) {
 	testkit.Eventually(t, func() bool { return js.Limit().Bytes == 1000 }, "the sink to read the stream's max_msg_size")
 	if lim := js.Limit(); !strings.Contains(lim.From, "max_msg_size of JetStream stream SINKTEST") {
 		t.Errorf("stream limit: %+v", lim)
+	}
+}
+
+// TestSinksSayWhyTheyCannotConnect is issue 16's row 5 for each kind of
+// sink: with a wrong password, the server's refusal is logged (once, not
+// per attempt) and is what NotReadyReason says.
+func TestSinksSayWhyTheyCannotConnect(t *testing.T) {
+	t.Run("mqtt", func(t *testing.T) {
+		mosq := testkit.StartMosquittoWithPassword(t, "bridge", "right")
+		var cfg sinks.Config
+		cfg.SetDefaults()
+		cfg.Type, cfg.URL, cfg.ClientID = sinks.TypeMQTT, mosq.URL(), "wrong-password"
+		cfg.Username, cfg.Password = "bridge", "wrong"
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		var logs testkit.SyncBuffer
+		s, err := sinks.NewMQTT("out", cfg, t.TempDir(), zerolog.New(&logs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(context.Background()) })
+		wantRefused(t, s, &logs, "not Authorized")
+	})
+	for _, typ := range []string{sinks.TypeNATS, sinks.TypeJetStream} {
+		t.Run(typ, func(t *testing.T) {
+			srv := testnats.Start(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
+			cfg := natsConfig(typ, srv.URL())
+			cfg.Username, cfg.Password = "bridge", "wrong"
+			var logs testkit.SyncBuffer
+			s, err := sinks.NewNATS("out", cfg, zerolog.New(&logs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			wantRefused(t, s, &logs, "Authorization Violation")
+		})
+	}
+}
+
+// wantRefused waits for the sink to report reason, and checks it was
+// logged at warn, once: the sink retries every second or so, and the same
+// reason is logged again only after a minute.
+func wantRefused(t *testing.T, s sinks.Sink, logs *testkit.SyncBuffer, reason string) {
+	t.Helper()
+	testkit.Eventually(t, func() bool { return strings.Contains(s.NotReadyReason(), reason) },
+		"NotReadyReason to say %q", reason)
+	testkit.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), `"level":"warn"`) && strings.Contains(logs.String(), reason)
+	},
+		"a warning with the reason; the log is:\n%s", logs)
+	if s.Ready() {
+		t.Fatal("ready with a wrong password")
+	}
+	if n := strings.Count(logs.String(), "cannot connect"); n != 1 {
+		t.Errorf("%d lines about the refusal, want 1:\n%s", n, logs)
 	}
 }

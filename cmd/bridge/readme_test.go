@@ -221,8 +221,11 @@ func TestReadme(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != "firehose_broker_publish_denied_total 2" {
 			t.Fatalf("%s: %v: %q", cmdDenied, err, out)
 		}
-		if !strings.Contains(p.Output(), "refused publish: anonymous clients are read-only") {
-			t.Errorf("the refusal was not logged:\n%s", p.Output())
+		// Both refusals are logged, the user's too (issue 16, row 4).
+		for _, why := range []string{"refused publish: anonymous clients are read-only", "refused publish: topic outside the user's publish ACL"} {
+			if !strings.Contains(p.Output(), why) {
+				t.Errorf("%q was not logged:\n%s", why, p.Output())
+			}
 		}
 
 		out, err = shell(t, bins, cmdChef).CombinedOutput()

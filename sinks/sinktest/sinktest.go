@@ -212,6 +212,9 @@ func limitIsExact(t *testing.T, h Harness) {
 func closeFinal(t *testing.T, h Harness) {
 	s, _ := h.New(t)
 	waitReady(t, s)
+	if why := s.NotReadyReason(); why != "" {
+		t.Fatalf("ready, yet NotReadyReason is %q", why)
+	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +223,9 @@ func closeFinal(t *testing.T, h Harness) {
 	}
 	if s.Ready() {
 		t.Fatal("Ready after Close")
+	}
+	if s.NotReadyReason() == "" {
+		t.Fatal("closed, yet no NotReadyReason")
 	}
 	err := s.Publish(context.Background(), msg(h.Dest("sinktest", "closed"), "x", "closed-1"))
 	if !errors.Is(err, bus.ErrUnavailable) {

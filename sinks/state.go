@@ -1,0 +1,82 @@
+package sinks
+
+import (
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// connState follows a sink's connection as its client library reports it,
+// so that an operator learns why a sink is down (a wrong password, a
+// refused connection) from the log and from /readyz, not only that it is.
+// A failure is logged at warn when its reason is new, and while the same
+// reason repeats (the client retries every second or so) at most once per
+// connStateRepeat, with the number of attempts.
+type connState struct {
+	log  zerolog.Logger
+	what string // "MQTT sink", "NATS sink"
+
+	mu       sync.Mutex
+	reason   string // why the connection is not up; "" while it is, or before any news
+	logged   string // the reason last logged
+	loggedAt time.Time
+	failures int // attempts that failed since the last line, or since connecting
+	total    int // attempts that failed since the connection was last up
+}
+
+// connStateRepeat is how often a failure that does not change is logged again.
+const connStateRepeat = time.Minute
+
+// failed records a connection attempt that failed, and logs it if its
+// reason is new or was last logged a while ago.
+func (c *connState) failed(err error, msg string) {
+	if err == nil {
+		return
+	}
+	reason := err.Error()
+	c.mu.Lock()
+	c.reason = reason
+	c.failures++
+	c.total++
+	now := time.Now()
+	if reason == c.logged && now.Sub(c.loggedAt) < connStateRepeat {
+		c.mu.Unlock()
+		return
+	}
+	attempts := c.failures
+	c.logged, c.loggedAt, c.failures = reason, now, 0
+	c.mu.Unlock()
+	c.log.Warn().Str("reason", reason).Int("attempts", attempts).Msg(c.what + " " + msg + ": " + reason)
+}
+
+// lost records a connection that went down, for why(); the caller logs it.
+func (c *connState) lost(err error) {
+	reason := "connection lost"
+	if err != nil {
+		reason = "connection lost: " + err.Error()
+	}
+	c.mu.Lock()
+	c.reason, c.logged = reason, ""
+	c.mu.Unlock()
+}
+
+// connected records that the connection is up, and returns how many
+// attempts failed before, for the caller's log line.
+func (c *connState) connected() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.total
+	c.reason, c.logged, c.failures, c.total = "", "", 0, 0
+	return n
+}
+
+// why is the last reason recorded, or fallback when there is none.
+func (c *connState) why(fallback string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reason == "" {
+		return fallback
+	}
+	return c.reason
+}
