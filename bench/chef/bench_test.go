@@ -105,7 +105,7 @@ func TestTeamsSmoke(t *testing.T) {
 		}
 	}
 	var progress bytes.Buffer
-	fleet, err := runFleet(ctx, modeTeams, 50, 10, 2, &progress)
+	fleet, err := runFleet(ctx, modeTeams, 50, 10, 3, 2, &progress)
 	t.Logf("fleet:\n%s", progress.String())
 	if err != nil {
 		t.Fatal(err)
@@ -115,5 +115,12 @@ func TestTeamsSmoke(t *testing.T) {
 	if len(fleet.Phases) != 3 || fleet.Phases[0].Messages != 50*12 || fleet.Phases[1].Messages != 50*3 ||
 		fleet.Phases[2].Messages != 50*2 || fleet.Phases[2].DiskUsed == 0 {
 		t.Errorf("fleet: %+v", fleet.Phases)
+	}
+	// -fleet-passes 1 stops once every node has had its first run.
+	if fleet, err = runFleet(ctx, modeBridge, 50, 10, 1, 2, &progress); err != nil {
+		t.Fatal(err)
+	}
+	if len(fleet.Phases) != 1 || fleet.Phases[0].Messages != 50*2 {
+		t.Errorf("fleet, one pass, today's bridge: %+v", fleet.Phases)
 	}
 }

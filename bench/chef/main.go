@@ -78,6 +78,7 @@ func realMain() int {
 		workloadSteady+" (one node's unchanged runs; the target) or "+workloadFirstRun+" (every converge a new node)")
 	fleet := flag.Int("fleet", 0, "populate the rollout store with this many nodes through the HTTP endpoint and report its memory and disk")
 	cookbooks := flag.Int("cookbooks", 100, "cookbooks per node, with -fleet")
+	fleetPasses := flag.Int("fleet-passes", 3, "with -fleet, the passes over the fleet: 1 (every node's first run), 2 (then a new version of one cookbook on every node) or 3 (then runs that change nothing)")
 	fleetToday := flag.Bool("fleet-today", false, "with -fleet, post the same converges to today's bridge (no rollout, no teams), to compare")
 	flag.Parse()
 
@@ -88,7 +89,7 @@ func realMain() int {
 		if *fleetToday {
 			mode = modeBridge
 		}
-		return runTeamsMain(ctx, p, *teams, mode, *fleet, *cookbooks, *jsonOut)
+		return runTeamsMain(ctx, p, *teams, mode, *fleet, *cookbooks, *fleetPasses, *jsonOut)
 	}
 	rep, err := run(ctx, p, os.Stderr)
 	if err != nil {
@@ -113,7 +114,7 @@ func realMain() int {
 }
 
 // runTeamsMain runs -teams or -fleet and prints its report.
-func runTeamsMain(ctx context.Context, p params, teams, fleetMode string, fleet, cookbooks int, jsonOut bool) int {
+func runTeamsMain(ctx context.Context, p params, teams, fleetMode string, fleet, cookbooks, passes int, jsonOut bool) int {
 	var out any
 	var write func() error
 	met := true
@@ -125,7 +126,7 @@ func runTeamsMain(ctx context.Context, p params, teams, fleetMode string, fleet,
 		}
 		out, write, met = rep, func() error { return rep.writeText(os.Stdout, p) }, rep.Met
 	} else {
-		rep, err := runFleet(ctx, fleetMode, fleet, cookbooks, p.Clients, os.Stderr)
+		rep, err := runFleet(ctx, fleetMode, fleet, cookbooks, passes, p.Clients, os.Stderr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench/chef:", err)
 			return 1

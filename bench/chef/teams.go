@@ -222,11 +222,22 @@ func fleetConverge(i, n, bump int) []byte {
 	return b.Bytes()
 }
 
+// fleetPasses are runFleet's passes over the fleet, in order.
+var fleetPasses = []struct {
+	name string
+	bump int
+}{{"first runs of every node", -1}, {"one cookbook's new version on every node", 7}, {"runs that change nothing", 7}}
+
 // runFleet populates the rollout store with nodes × cookbooks through a
 // teams server's HTTP endpoint, then rolls one cookbook's new version out
 // to every node, then sends every node a run that changes nothing; after
 // each pass it reads the server's memory and its data directory's size.
-func runFleet(ctx context.Context, mode string, nodes, cookbooks, clients int, progress io.Writer) (*fleetReport, error) {
+// It stops after the first passes passes (1 to 3): on a busy machine the
+// first, which fills the store, is the one that says how big it gets.
+func runFleet(ctx context.Context, mode string, nodes, cookbooks, passes, clients int, progress io.Writer) (*fleetReport, error) {
+	if passes < 1 || passes > len(fleetPasses) {
+		return nil, fmt.Errorf("-fleet-passes %d: use 1 to %d", passes, len(fleetPasses))
+	}
 	dir, err := os.MkdirTemp("", "bench-chef-fleet-")
 	if err != nil {
 		return nil, err
@@ -240,10 +251,7 @@ func runFleet(ctx context.Context, mode string, nodes, cookbooks, clients int, p
 	url := "http://" + c.httpAddr + "/data-collector/v0/"
 	rep := &fleetReport{Mode: mode, Nodes: nodes, Cookbooks: cookbooks}
 	start := time.Now()
-	for _, phase := range []struct {
-		name string
-		bump int
-	}{{"first runs of every node", -1}, {"one cookbook's new version on every node", 7}, {"runs that change nothing", 7}} {
+	for _, phase := range fleetPasses[:passes] {
 		var i atomic.Int64
 		var messages atomic.Int64
 		before, err := c.cpu()
