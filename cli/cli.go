@@ -98,7 +98,7 @@ func bridgeProgram() *program {
 		defaultHTTP: "", // http.address, whose default is the bridge's
 		commands: []Command{
 			runCommand(func(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
-				b, err := app.New(*cfg, log)
+				b, err := app.New(ctx, *cfg, log)
 				if err != nil {
 					return err
 				}

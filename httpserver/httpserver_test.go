@@ -61,8 +61,10 @@ func TestServesTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Handle("GET /ping", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "pong") }))
-	s.Start()
-	defer s.Shutdown(context.Background())
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.CertPool(t)}}}
 	resp, err := client.Get("https://" + s.Addr() + "/ping")
 	if err != nil {
@@ -188,8 +190,10 @@ func TestNeverRedirectsWrites(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	s.Handle("POST /in/v0/{$}", ok)
 	s.Handle("GET /in/v0/{$}", ok)
-	s.Start()
-	defer s.Shutdown(context.Background())
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, tt := range []struct {
 		method, path string

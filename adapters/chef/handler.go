@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,7 @@ import (
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/lifecycle"
 	"github.com/opsfirehose/firehose/payloads"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 	"github.com/opsfirehose/firehose/topics"
@@ -55,8 +55,9 @@ type Handler struct {
 	// owners is nil when no team owns anything; rollout nil when off.
 	owners  *owners
 	rollout *rolloutStore
-	// ran is set once Run started: Close publishes the last tallies then.
-	ran atomic.Bool
+	// work is what Start begins (reloads, tallies); Close ends it before
+	// publishing the last tallies.
+	work lifecycle.Background
 }
 
 // New validates the config and prepares the handler. With teams owning
@@ -116,11 +117,19 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// Run reloads the policy lock files when they change, and publishes the
+// Start reloads the policy lock files when they change, and publishes the
 // retained tally of each cookbook whose counts changed (at once every tally
-// it has, so that a restarted broker has them again), until ctx is done.
-func (h *Handler) Run(ctx context.Context) error {
-	h.ran.Store(true)
+// it has, so that a restarted broker has them again), in the background until
+// Close. ctx bounds the start only. Calling it again does nothing.
+func (h *Handler) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("chef: start: %w", err)
+	}
+	h.work.Start(ctx, h.run)
+	return nil
+}
+
+func (h *Handler) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if h.owners != nil {
 		wg.Go(func() { h.owners.run(ctx) })
@@ -144,7 +153,6 @@ func (h *Handler) Run(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	return nil
 }
 
 // publishTallies publishes, retained, every tally changed since the last
@@ -174,13 +182,18 @@ func (h *Handler) publishTallies(ctx context.Context) {
 	h.metrics.messages.Add(float64(len(msgs)))
 }
 
-// Close publishes the tallies still to publish, within ctx, and closes the
-// rollout store. Call it after the HTTP server stopped and Run returned.
+// Close stops what Start began, publishes the tallies still to publish,
+// within ctx, and closes the rollout store. Call it after the HTTP server
+// stopped, and before the publisher closes.
 func (h *Handler) Close(ctx context.Context) error {
+	started, err := h.work.Stop(ctx)
+	if err != nil {
+		return fmt.Errorf("chef: close: %w", err)
+	}
 	if h.rollout == nil {
 		return nil
 	}
-	if h.ran.Load() {
+	if started {
 		h.publishTallies(ctx)
 	}
 	return h.rollout.close()
