@@ -336,6 +336,29 @@ func (c *gatedConn) writeLocked(p []byte) error {
 	return nil
 }
 
+// closeFlush bounds how long Close waits for the peer to take what the
+// cork still holds.
+const closeFlush = 200 * time.Millisecond
+
+// Close sends what the cork holds before it closes the connection: mochi
+// writes a DISCONNECT and then closes (DisconnectClient), and when that
+// happens during a batch the router releases (a publish beyond the Receive
+// Maximum, released corked), the DISCONNECT and the acks before it must
+// not be lost with the buffer. A writer blocked on a peer that does not
+// read holds wmu; then there is nothing corked to send, and closing
+// unblocks it.
+func (c *gatedConn) Close() error {
+	if c.wmu.TryLock() {
+		if len(c.wbuf) > 0 && c.werr == nil {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlush))
+			_, _ = c.Conn.Write(c.wbuf)
+		}
+		c.wbuf, c.werr = nil, net.ErrClosed
+		c.wmu.Unlock()
+	}
+	return c.Conn.Close()
+}
+
 // setWindow gives the connection a Receive Maximum window. It is called on
 // the reading goroutine (mochi's OnConnect), before mochi writes any PUBLISH.
 func (c *gatedConn) setWindow(w *window) {

@@ -163,3 +163,68 @@ func TestAdmit(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseSendsWhatTheCorkHolds: mochi writes a DISCONNECT and closes the
+// connection at once (DisconnectClient); when that happens while the
+// router releases a batch (the connection corked), the DISCONNECT and the
+// acks before it still reach the client. A Close while a writer is
+// blocked on a peer that does not read returns, and unblocks it.
+func TestCloseSendsWhatTheCorkHolds(t *testing.T) {
+	pair := func() (*gatedConn, net.Conn) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		peer, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = peer.Close() })
+		srv, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &gatedConn{Conn: srv}, peer
+	}
+
+	gc, peer := pair()
+	acks := []byte{0x40, 0x02, 0, 1, 0x40, 0x02, 0, 2}
+	disconnect := []byte{0xe0, 0x02, 0x93, 0}
+	gc.cork()
+	for _, p := range [][]byte{acks, disconnect} {
+		if _, err := gc.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := gc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gc.uncork() // as Batch does after the release that closed the connection
+	_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(peer)
+	if err != nil {
+		t.Fatalf("reading what the server sent: %v", err)
+	}
+	if want := append(append([]byte{}, acks...), disconnect...); !bytes.Equal(got, want) {
+		t.Errorf("the client got % x, want % x", got, want)
+	}
+
+	gc, _ = pair() // the peer never reads
+	done := make(chan error, 1)
+	go func() {
+		_, err := gc.Write(make([]byte, 64<<20))
+		done <- err
+	}()
+	if err := gc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("a write of 64 MiB to a peer that reads nothing succeeded after Close")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write blocked on a peer that does not read is still blocked 30 s after Close")
+	}
+}

@@ -24,9 +24,19 @@ func (h *protocolHook) Provides(b byte) bool { return b == mqtt.OnPacketEncode }
 // CONNACK (mochi announces neither Maximum Packet Size nor Topic Alias
 // Maximum), and gives PUBACKs a PUBACK reason code: mochi builds a
 // successful one with QoS 1's "granted" code, 0x01, which is not one.
-func (h *protocolHook) OnPacketEncode(_ *mqtt.Client, pk packets.Packet) packets.Packet {
+//
+// To an MQTT 3.1.1 client, it turns the CONNACK mochi answers an empty
+// client id with CleanSession 0 with, 0x80 (an MQTT 5 code: 3.1.1 has
+// return codes 0 to 5), into 0x02, "identifier rejected" [MQTT-3.1.3-8]
+// (mochi gave the client an id, which a CONNACK to 3.1.1 cannot carry).
+func (h *protocolHook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	switch pk.FixedHeader.Type {
 	case packets.Connack:
+		if pk.ProtocolVersion < 5 {
+			if pk.ReasonCode == packets.ErrUnspecifiedError.Code && cl.Properties.Props.AssignedClientID != "" && !cl.Properties.Clean {
+				pk.ReasonCode = packets.Err3ClientIdentifierNotValid.Code
+			}
+		}
 		if pk.ReasonCode < packets.ErrUnspecifiedError.Code {
 			pk.Properties.MaximumPacketSize = h.maxPacketSize
 			pk.Properties.TopicAliasMaximum = h.maxTopicAlias

@@ -16,6 +16,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
+	"github.com/opsfirehose/firehose/payloads"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -245,9 +246,9 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := h.prepare(body)
 	if err != nil {
-		var perr *chefpayload.Error
+		var perr *payloads.FieldError
 		if !errors.As(err, &perr) {
-			perr = &chefpayload.Error{Msg: err.Error()}
+			perr = &payloads.FieldError{Msg: err.Error()}
 		}
 		reason := "invalid"
 		if perr == chefpayload.ErrUnknownType {
@@ -261,6 +262,7 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 	if err := h.pub.Publish(r.Context(), msgs...); err != nil {
 		p.settle(false)
 		h.metrics.rejected.WithLabelValues("publish").Inc()
+		h.metrics.intake.PublishFailed(err)
 		h.log.Warn().Err(err).Str("type", msg.Kind().String()).Str("remote", r.RemoteAddr).
 			Msg("data-collector message not published; the sender will retry")
 		httpserver.WritePublishError(w, err)
@@ -268,6 +270,7 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 	}
 	p.settle(true)
 	h.metrics.reports.WithLabelValues(msg.Kind().String()).Inc()
+	h.metrics.intake.Accepted(1)
 	h.metrics.messages.Add(float64(len(msgs)))
 	for _, m := range msgs {
 		h.log.Debug().Str("topic", m.Topic).Int("bytes", len(m.Payload)).Bool("retained", m.Retain).
@@ -286,7 +289,7 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 // debug: they are the sender's to fix, and a fleet can send thousands.
 func (h *Handler) warned(r *http.Request, msg chefpayload.Message, warns []chefpayload.Warning, token string) {
 	for _, w := range warns {
-		h.metrics.warnings.WithLabelValues(Source, w.Reason).Inc()
+		h.metrics.intake.Warnings.WithLabelValues(w.Reason).Inc()
 	}
 	if e := h.log.Debug(); e.Enabled() {
 		arr := zerolog.Arr()
@@ -388,6 +391,7 @@ func (h *Handler) messages(body []byte) (chefpayload.Message, []bus.Message, err
 // refused logs a refused request at info, without its body.
 func (h *Handler) refused(r *http.Request, reason, token, msg, field string) {
 	h.metrics.rejected.WithLabelValues(reason).Inc()
+	h.metrics.intake.Rejected()
 	h.log.Info().Str("reason", reason).Str("error", msg).Str("field", field).Str("token", token).
 		Str("remote", r.RemoteAddr).Str("request_id", r.Header.Get("X-Remote-Request-Id")).
 		Msg("data-collector request refused")
@@ -397,9 +401,10 @@ type metrics struct {
 	reports  *prometheus.CounterVec
 	messages prometheus.Counter
 	rejected *prometheus.CounterVec
-	// warnings is the intake family shared by every source:
+	// intake is the family every source shares:
+	// firehose_intake_messages_total{source, outcome} and
 	// firehose_intake_warnings_total{source, reason}.
-	warnings *prometheus.CounterVec
+	intake *intake.Metrics
 	// The teams' and rollout's.
 	reloads     *prometheus.CounterVec
 	untracked   prometheus.Counter
@@ -420,10 +425,7 @@ func newMetrics() *metrics {
 			Name: "firehose_chef_requests_rejected_total",
 			Help: "Data-collector requests refused, by reason (auth, body, invalid, unknown_type, publish).",
 		}, []string{"reason"}),
-		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_intake_warnings_total",
-			Help: "Problems found in messages that were published all the same, by source and reason.",
-		}, []string{"source", "reason"}),
+		intake: intake.NewMetrics(Source),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "firehose_chef_policy_lock_reloads_total",
 			Help: "Reloads of the policy lock files after they changed, by result (ok, error: the previous ownership stays).",
@@ -455,25 +457,11 @@ func (m *metrics) registerStore(reg prometheus.Registerer, s *rolloutStore) {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	// Another source may have registered the family first: share it.
-	if err := reg.Register(m.warnings); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return err
-		}
-		shared, ok := are.ExistingCollector.(*prometheus.CounterVec)
-		if !ok {
-			return err
-		}
-		m.warnings = shared
+	if err := intake.Register(reg, append(m.intake.Collectors(), m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors)...); err != nil {
+		return err
 	}
 	for _, r := range chefpayload.Reasons {
-		m.warnings.WithLabelValues(Source, r) // every reason shows, at 0
+		m.intake.Warnings.WithLabelValues(r) // every reason shows, at 0
 	}
 	return nil
 }
