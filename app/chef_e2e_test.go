@@ -16,8 +16,8 @@ import (
 
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/internal/testkit"
-	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 // The token chef-client is configured with (data_collector.token).

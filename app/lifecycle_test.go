@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/configdb/dbtest"
+	"github.com/opsfirehose/firehose/internal/dbtest"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 

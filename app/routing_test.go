@@ -23,8 +23,8 @@ import (
 
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"

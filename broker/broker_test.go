@@ -19,7 +19,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/testkit"
-	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
 
 // testConfig listens on loopback ports chosen by the kernel.

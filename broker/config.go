@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/credentials"
-	"github.com/opsfirehose/firehose/strictyaml"
-	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 	"github.com/opsfirehose/firehose/topics"
 )
 

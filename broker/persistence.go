@@ -10,7 +10,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/storage/pebble"
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/internal/logging"
 )
 
 // retainedEvents are the mochi events that keep retained messages on disk.

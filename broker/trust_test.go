@@ -19,7 +19,7 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/testkit"
-	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
 
 // hugeConnect is a CONNECT whose fixed header claims 256 MiB, followed by

@@ -32,8 +32,8 @@ import (
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/cliflag"
 	"github.com/opsfirehose/firehose/internal/credentials"
+	"github.com/opsfirehose/firehose/internal/logging"
 	"github.com/opsfirehose/firehose/internal/terminal"
-	"github.com/opsfirehose/firehose/logging"
 	"github.com/opsfirehose/firehose/subscribe"
 )
 

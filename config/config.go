@@ -23,13 +23,13 @@ import (
 	"github.com/opsfirehose/firehose/adapters/launchpad"
 	"github.com/opsfirehose/firehose/adapters/subunit"
 	"github.com/opsfirehose/firehose/broker"
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/httpserver"
-	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/logging"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 // Config is the whole file.

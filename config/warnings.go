@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"github.com/opsfirehose/firehose/broker"
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/sinks"
 	"github.com/opsfirehose/firehose/topics"
 )

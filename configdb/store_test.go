@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/configdb"
-	"github.com/opsfirehose/firehose/configdb/dbtest"
+	"github.com/opsfirehose/firehose/internal/dbtest"
 	"github.com/opsfirehose/firehose/topics"
 )
 

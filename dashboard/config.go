@@ -1,6 +1,6 @@
 package dashboard
 
-import "github.com/opsfirehose/firehose/strictyaml"
+import "github.com/opsfirehose/firehose/internal/strictyaml"
 
 // Config is the `dashboard:` section.
 type Config struct {

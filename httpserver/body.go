@@ -5,7 +5,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 )
 
 // ErrBodyTooLarge is wrapped by every *BodyTooLargeError.

@@ -5,9 +5,9 @@ import (
 	"net"
 	"time"
 
-	"github.com/opsfirehose/firehose/bytesize"
-	"github.com/opsfirehose/firehose/strictyaml"
-	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
 
 // Config is the `http:` section: the one listener for every intake endpoint,

@@ -14,10 +14,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 
 	"github.com/opsfirehose/firehose/internal/testkit"
-	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
 
 // TestTokens checks the wrapper; credentials.Tokens has the comparisons' tests.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/internal/logging"
 	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/gerrit"
 )

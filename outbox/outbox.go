@@ -24,7 +24,7 @@ import (
 	"github.com/cockroachdb/pebble"
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/internal/logging"
 
 	"github.com/opsfirehose/firehose/bus"
 )

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
 

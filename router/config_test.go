@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 // keyErrors maps each problem's key to its message.

@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsfirehose/firehose/bytesize"
-	"github.com/opsfirehose/firehose/strictyaml"
-	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
 
 // Sink types.

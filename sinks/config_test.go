@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 func TestMQTTSinkNeedsAPositiveMaxReconnectInterval(t *testing.T) {

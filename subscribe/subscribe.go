@@ -24,7 +24,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mattn/go-isatty"
 
-	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 	"github.com/opsfirehose/firehose/topics"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/testkit"
-	"github.com/opsfirehose/firehose/tlsconfig"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
 
 // syncBuffer is what Run writes to while the test reads it.

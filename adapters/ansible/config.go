@@ -2,7 +2,7 @@ package ansible
 
 import (
 	"github.com/opsfirehose/firehose/adapters/intake"
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/topics"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
-	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
-	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
 

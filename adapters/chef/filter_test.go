@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // specData is the normal attribute data of spec 003 ("Whitelist Attributes").

@@ -22,8 +22,8 @@ import (
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/jsonscan"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
-	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/output.txt from the current code")

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // Owners maps teams to the cookbooks they own (the chef.owners section), so

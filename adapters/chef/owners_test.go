@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/internal/testkit"
-	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 // writeLock writes a lock file in the RFC's shape: name, cookbook_locks,

@@ -14,9 +14,9 @@ import (
 	"github.com/cockroachdb/pebble"
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/internal/logging"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
-	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 // Rollout is the chef.rollout section: each node's cookbook versions,

@@ -16,10 +16,10 @@ import (
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
-	"github.com/opsfirehose/firehose/strictyaml"
 )
 
 // teamsConfig reads a chef section from testdata/teams, its policy_locks

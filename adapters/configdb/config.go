@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/configdb"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/credentials"
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
 

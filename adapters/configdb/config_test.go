@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsfirehose/firehose/bytesize"
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // exampleSection is the configdb section of config.example.yaml, as the

@@ -15,9 +15,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/configdb"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
 	"github.com/opsfirehose/firehose/topics"
 )

@@ -15,8 +15,8 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/configdb"
-	"github.com/opsfirehose/firehose/configdb/dbtest"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/dbtest"
 	"github.com/opsfirehose/firehose/internal/testbus"
 )
 

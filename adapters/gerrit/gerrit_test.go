@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"

@@ -18,8 +18,8 @@ import (
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/launchpad"
 	"github.com/opsfirehose/firehose/topics"

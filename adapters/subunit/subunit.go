@@ -23,11 +23,11 @@ import (
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/subunit"
-	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/httpserver"
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // serveEnv selects a server mode in a child process: the benchmark re-runs

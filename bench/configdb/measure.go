@@ -18,9 +18,9 @@ import (
 
 	api "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/configdb"
-	"github.com/opsfirehose/firehose/configdb/pgtemp"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/pgtemp"
 	"github.com/opsfirehose/firehose/topics"
 )
 

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	api "github.com/opsfirehose/firehose/adapters/configdb"
-	"github.com/opsfirehose/firehose/configdb/dbtest"
+	"github.com/opsfirehose/firehose/internal/dbtest"
 	"github.com/opsfirehose/firehose/internal/testbus"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsfirehose/firehose/configdb/dbtest"
+	"github.com/opsfirehose/firehose/internal/dbtest"
 )
 
 // readmeSteps reads the use-case block of adapters/configdb/README.md: each

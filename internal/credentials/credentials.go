@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // Verifier checks passwords against the bcrypt hashes of a fixed set of

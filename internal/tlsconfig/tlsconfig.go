@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // Files is the YAML shape of a listener's TLS settings.

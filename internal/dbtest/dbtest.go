@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsfirehose/firehose/configdb/pgtemp"
+	"github.com/opsfirehose/firehose/internal/pgtemp"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // Formats.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // Client is the YAML shape of TLS settings for connecting out (to NATS, to an

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/opsfirehose/firehose/strictyaml"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 type Listener struct {
