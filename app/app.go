@@ -27,6 +27,7 @@ import (
 	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
+	"github.com/opsfirehose/firehose/mqttin"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 )
@@ -40,7 +41,7 @@ type Bridge struct {
 
 	broker     *broker.Broker     // embedded mode
 	external   *sinks.MQTT        // external mode: where adapters publish
-	subscriber *router.Subscriber // external mode: where the router reads
+	subscriber *mqttin.Subscriber // external mode: where the router reads
 	sinks      map[string]sinks.Sink
 	router     *router.Router
 	publisher  bus.Publisher
@@ -95,6 +96,10 @@ func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
 	if err != nil {
 		return nil, err
 	}
+	inputMetrics, err := mqttin.NewMetrics(b.registry)
+	if err != nil {
+		return nil, err
+	}
 
 	switch cfg.Broker.Mode {
 	case broker.ModeExternal:
@@ -102,7 +107,7 @@ func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
 		if b.external, err = sinks.NewMQTT("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log); err != nil {
 			return nil, err
 		}
-		if b.subscriber, err = router.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, log); err != nil {
+		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, inputMetrics, log); err != nil {
 			return nil, err
 		}
 		b.publisher = &fittedPublisher{router: b.router, next: b.external}
@@ -111,7 +116,7 @@ func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
 			return nil, err
 		}
 		if len(cfg.Routes) > 0 {
-			if err = b.broker.AddHook(router.NewHook(b.router, b.broker)); err != nil {
+			if err = b.broker.AddHook(mqttin.NewHook(b.router, b.broker, inputMetrics, log)); err != nil {
 				return nil, err
 			}
 		}
