@@ -22,7 +22,7 @@ type endpoints interface {
 
 // registerAdapters builds every enabled intake adapter and adds its
 // endpoints to the HTTP server.
-func (b *Bridge) registerAdapters() error {
+func (b *Bridge) registerAdapters(ctx context.Context) error {
 	cfg := b.cfg
 	adapters := []struct {
 		name    string
@@ -31,7 +31,7 @@ func (b *Bridge) registerAdapters() error {
 	}{
 		{"chef", cfg.Chef.Config, func(o intake.Options) (endpoints, error) {
 			h, err := chef.New(cfg.Chef, chef.Options{Options: o, DataDir: cfg.DataDir})
-			b.chef = h // it has state (the rollout store) to run and close
+			b.chef = h // it has work to start and state (the rollout store) to close
 			return h, err
 		}},
 		{"ansible", cfg.Ansible.Config, func(o intake.Options) (endpoints, error) { return ansible.New(cfg.Ansible, o) }},
@@ -55,8 +55,9 @@ func (b *Bridge) registerAdapters() error {
 		h.Register(b.http)
 	}
 	if cfg.ConfigDB.Enabled {
-		// Open connects and runs migrations; PostgreSQL may be slow to answer.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Open connects and runs migrations; PostgreSQL may be slow to
+		// answer, but a signal (ctx) must not wait for it.
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		h, err := configdbapi.Open(ctx, cfg.ConfigDB, configdbapi.Options{
 			Publisher: b.publisher, Logger: b.log.With().Str("adapter", "configdb").Logger(),
 			Tokens: b.http.Tokens(), Registerer: b.registry, DataDir: cfg.DataDir,

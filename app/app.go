@@ -27,6 +27,7 @@ import (
 	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
+	"github.com/opsfirehose/firehose/internal/lifecycle"
 	"github.com/opsfirehose/firehose/mqttin"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
@@ -48,32 +49,46 @@ type Bridge struct {
 
 	dashboard *dashboard.Dashboard // nil when dashboard.enabled is false
 
-	configdb     *configdbapi.Handler
-	configdbStop context.CancelFunc
-	configdbDone chan struct{}
+	configdb *configdbapi.Handler // its relay publishes the outbox from Start to Close
+	chef     *chef.Handler        // it reloads policy locks and publishes tallies from Start to Close
 
-	chef     *chef.Handler
-	chefStop context.CancelFunc
-	chefDone chan struct{}
-
-	startOnce    sync.Once
-	startErr     error
-	shutdownOnce sync.Once
-	shutdownErr  error
-	stop         chan struct{} // closed when the bridge shuts down
-	stopOnce     sync.Once
+	startOnce sync.Once
+	startErr  error
+	closeOnce sync.Once
+	closeErr  error
+	stop      chan struct{} // closed when the bridge shuts down
+	stopOnce  sync.Once
 }
+
+// The parts the bridge runs, in the one lifecycle shape.
+var (
+	_ lifecycle.Component = (*broker.Broker)(nil)
+	_ lifecycle.Component = (*httpserver.Server)(nil)
+	_ lifecycle.Component = (*router.Router)(nil)
+	_ lifecycle.Component = (*mqttin.Subscriber)(nil)
+	_ lifecycle.Component = (*dashboard.Dashboard)(nil)
+	_ lifecycle.Component = (*chef.Handler)(nil)
+	_ lifecycle.Component = (*configdbapi.Handler)(nil)
+	_ lifecycle.Component = (*Bridge)(nil)
+	_ lifecycle.Component = (*BrokerOnly)(nil)
+)
 
 // New builds the bridge from a validated config and opens every listening
 // socket, so a port in use fails here with the listener's name. Nothing is
 // served until Start; sinks start connecting at once, in the background.
-func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
+// ctx bounds the building, which with ConfigDB on PostgreSQL connects and
+// migrates: when it is done first (SIGTERM), New returns an error wrapping
+// ctx's.
+func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
 	b := &Bridge{cfg: cfg, log: log, registry: newRegistry(), sinks: map[string]sinks.Sink{}, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
-			b.closeAll(context.Background())
+			_ = b.closeAll(context.WithoutCancel(ctx))
 		}
 	}()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	natsSinks := map[string]bool{}
 	for _, name := range sortedKeys(cfg.Sinks) {
 		sc := cfg.Sinks[name]
@@ -133,7 +148,7 @@ func New(cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
 		}
 		b.dashboard.Register(b.http)
 	}
-	if err = b.registerAdapters(); err != nil {
+	if err = b.registerAdapters(ctx); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -215,53 +230,97 @@ func (b *Bridge) readiness() (checks map[string]string, ready bool) {
 }
 
 // Start serves MQTT and HTTP and starts routing. It returns once the
-// listeners accept connections. Calling it again does nothing.
-func (b *Bridge) Start() error {
-	b.startOnce.Do(func() { b.startErr = b.start() })
+// listeners accept connections; ctx bounds the start only. Calling it again
+// does nothing.
+func (b *Bridge) Start(ctx context.Context) error {
+	b.startOnce.Do(func() { b.startErr = b.start(ctx) })
 	return b.startErr
 }
 
-func (b *Bridge) start() error {
-	if b.broker != nil {
-		if err := b.broker.Start(); err != nil {
-			return err
+// part is one component of the bridge and the name its errors carry.
+type part struct {
+	name string
+	c    lifecycle.Component
+}
+
+// parts is a list of parts in the order they close.
+type parts []part
+
+// add appends c unless it is absent (a nil pointer inside c would not be).
+func (ps *parts) add(present bool, name string, c lifecycle.Component) {
+	if present {
+		*ps = append(*ps, part{name, c})
+	}
+}
+
+// closeOrder lists the parts in the order they close, the pipeline's: the
+// HTTP intake first, so no new message arrives (the dashboard before it: its
+// streams never end by themselves, and the HTTP server waits for them); the
+// adapters with background work next, which publish their last messages
+// through the router; then the router stops (its outboxes stay on disk) and
+// the sinks flush; the broker closes last, so everything accepted reaches
+// subscribers.
+func (b *Bridge) closeOrder() parts {
+	var ps parts
+	ps.add(b.dashboard != nil, "dashboard", b.dashboard)
+	ps.add(b.http != nil, "http", b.http)
+	ps.add(b.chef != nil, "chef", b.chef)
+	ps.add(b.configdb != nil, "configdb", b.configdb)
+	ps.add(b.subscriber != nil, "router subscriber", b.subscriber)
+	ps.add(b.router != nil, "router", b.router)
+	for _, name := range sortedKeys(b.sinks) {
+		ps.add(true, "sink "+name, connected{b.sinks[name]})
+	}
+	ps.add(b.external != nil, "external broker", connected{b.external})
+	ps.add(b.broker != nil, "broker", b.broker)
+	return ps
+}
+
+// connected is a sink as a lifecycle.Component: it starts connecting in its
+// New, in the background, so there is nothing left for Start to do.
+type connected struct{ sinks.Sink }
+
+func (connected) Start(context.Context) error { return nil }
+
+// start starts the parts: the broker first, as the bus everything else
+// publishes to (the dashboard reads the retained statuses it restored); the
+// HTTP intake last, once everything behind it works. The sinks started
+// connecting in New.
+func (b *Bridge) start(ctx context.Context) error {
+	for _, p := range []struct {
+		present bool
+		c       lifecycle.Component
+	}{
+		{b.broker != nil, b.broker},
+		{true, b.router},
+		{b.subscriber != nil, b.subscriber},
+		{b.dashboard != nil, b.dashboard},
+		{b.configdb != nil, b.configdb}, // its relay publishes what a crash or a refusal left in its outbox
+		{b.chef != nil, b.chef},
+		{true, b.http},
+	} {
+		if !p.present {
+			continue
+		}
+		if err := p.c.Start(ctx); err != nil {
+			return err // each part's errors name it
 		}
 	}
-	b.router.Start()
 	b.warnSizeLimits()
-	if b.subscriber != nil {
-		b.subscriber.Start()
-	}
-	if b.dashboard != nil { // after the broker, which restored the retained statuses it reads
-		if err := b.dashboard.Start(); err != nil {
-			return err
-		}
-	}
-	if b.configdb != nil { // its relay publishes the events a crash or a refusal left in its outbox
-		ctx, cancel := context.WithCancel(context.Background())
-		b.configdbStop, b.configdbDone = cancel, make(chan struct{})
-		go func() { defer close(b.configdbDone); _ = b.configdb.Run(ctx) }()
-	}
-	if b.chef != nil { // it reloads policy locks and publishes cookbook tallies
-		ctx, cancel := context.WithCancel(context.Background())
-		b.chefStop, b.chefDone = cancel, make(chan struct{})
-		go func() { defer close(b.chefDone); _ = b.chef.Run(ctx) }()
-	}
-	b.http.Start()
 	return nil
 }
 
 // Run starts the bridge, waits until ctx is done (a signal) or a listener
 // fails, then shuts down within the configured shutdown_timeout.
 func (b *Bridge) Run(ctx context.Context) error {
-	if err := b.Start(); err != nil {
-		b.closeAll(context.Background())
+	if err := b.Start(ctx); err != nil {
+		_ = b.closeAll(context.WithoutCancel(ctx))
 		return err
 	}
 	b.log.Info().Str("version", buildinfo.Version()).Str("http", b.HTTPAddr()).Str("broker", b.cfg.Broker.Mode).Int("routes", len(b.cfg.Routes)).Msg("bridge started")
 	watched := make(chan struct{})
 	go func() { defer close(watched); b.watchReady(readyPoll) }()
-	defer func() { <-watched }() // Shutdown stops it
+	defer func() { <-watched }() // Close stops it
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -270,67 +329,32 @@ func (b *Bridge) Run(ctx context.Context) error {
 		runErr = fmt.Errorf("http listener: %w", err)
 		b.log.Error().Err(err).Msg("HTTP listener failed; shutting down")
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
 	defer cancel()
-	return errors.Join(runErr, b.Shutdown(sctx))
+	return errors.Join(runErr, b.Close(sctx))
 }
 
-// Shutdown stops the bridge in pipeline order: the HTTP intake first, so no
-// new message arrives; then the router stops (its outboxes stay on disk) and
-// the sinks flush; the broker closes last, so everything accepted reaches
-// subscribers. It is idempotent and bounded by ctx.
-func (b *Bridge) Shutdown(ctx context.Context) error {
-	b.shutdownOnce.Do(func() { b.shutdownErr = b.closeAll(ctx) })
-	return b.shutdownErr
+// Close stops the bridge in pipeline order (closeOrder). It is idempotent
+// and bounded by ctx: a part that has not closed when ctx is done is left
+// behind, with an error that names it.
+func (b *Bridge) Close(ctx context.Context) error {
+	b.closeOnce.Do(func() { b.closeErr = b.closeAll(ctx) })
+	return b.closeErr
 }
 
 func (b *Bridge) closeAll(ctx context.Context) error {
 	b.stopOnce.Do(func() { close(b.stop) })
+	return closeParts(ctx, b.closeOrder())
+}
+
+// closeParts closes each part in turn, each within what is left of ctx, and
+// reports every failure.
+func closeParts(ctx context.Context, ps parts) error {
 	var errs []error
-	step := func(name string, fn func() error) {
-		if err := within(ctx, fn); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+	for _, p := range ps {
+		if err := within(ctx, func() error { return p.c.Close(ctx) }); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
 		}
-	}
-	if b.dashboard != nil { // its streams never end by themselves, and HTTP shutdown waits for them
-		b.dashboard.Close()
-	}
-	if b.http != nil {
-		step("http", func() error { return b.http.Shutdown(ctx) })
-	}
-	if b.chef != nil { // after the intake, before the router it publishes its last tallies through
-		step("chef", func() error {
-			if b.chefStop != nil {
-				b.chefStop()
-				<-b.chefDone
-			}
-			return b.chef.Close(ctx)
-		})
-	}
-	if b.configdb != nil { // before the router, which its relay publishes through
-		step("configdb", func() error {
-			if b.configdbStop != nil {
-				b.configdbStop()
-				<-b.configdbDone
-			}
-			return b.configdb.Close()
-		})
-	}
-	if b.subscriber != nil {
-		step("router subscriber", func() error { return b.subscriber.Close(ctx) })
-	}
-	if b.router != nil {
-		step("router", func() error { return b.router.Close(ctx) })
-	}
-	for _, name := range sortedKeys(b.sinks) {
-		s := b.sinks[name]
-		step("sink "+name, func() error { return s.Close(ctx) })
-	}
-	if b.external != nil {
-		step("external broker", func() error { return b.external.Close(ctx) })
-	}
-	if b.broker != nil {
-		step("broker", b.broker.Close)
 	}
 	return errors.Join(errs...)
 }

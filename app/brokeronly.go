@@ -33,10 +33,10 @@ type BrokerOnly struct {
 	broker   *broker.Broker
 	http     *httpserver.Server
 
-	startOnce    sync.Once
-	startErr     error
-	shutdownOnce sync.Once
-	shutdownErr  error
+	startOnce sync.Once
+	startErr  error
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewBrokerOnly builds cmd/broker from a validated config and opens every
@@ -109,11 +109,11 @@ func (s *BrokerOnly) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Start serves MQTT, then HTTP. It returns once the listeners accept
-// connections. Calling it again does nothing.
-func (s *BrokerOnly) Start() error {
+// connections; ctx bounds the start only. Calling it again does nothing.
+func (s *BrokerOnly) Start(ctx context.Context) error {
 	s.startOnce.Do(func() {
-		if s.startErr = s.broker.Start(); s.startErr == nil {
-			s.http.Start()
+		if s.startErr = s.broker.Start(ctx); s.startErr == nil {
+			s.startErr = s.http.Start(ctx)
 		}
 	})
 	return s.startErr
@@ -122,8 +122,8 @@ func (s *BrokerOnly) Start() error {
 // Run starts the broker, waits until ctx is done (a signal) or the HTTP
 // listener fails, then shuts down within the configured shutdown_timeout.
 func (s *BrokerOnly) Run(ctx context.Context) error {
-	if err := s.Start(); err != nil {
-		_ = s.closeAll(context.Background())
+	if err := s.Start(ctx); err != nil {
+		_ = s.closeAll(context.WithoutCancel(ctx))
 		return err
 	}
 	s.log.Info().Str("version", buildinfo.Version()).Str("http", s.HTTPAddr()).Strs("mqtt", s.broker.ListenerNames()).Msg("broker ready")
@@ -135,31 +135,23 @@ func (s *BrokerOnly) Run(ctx context.Context) error {
 		runErr = fmt.Errorf("http listener: %w", err)
 		s.log.Error().Err(err).Msg("HTTP listener failed; shutting down")
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
-	return errors.Join(runErr, s.Shutdown(sctx))
+	return errors.Join(runErr, s.Close(sctx))
 }
 
-// Shutdown stops the HTTP listener, then closes the broker, disconnecting
+// Close stops the HTTP listener, then closes the broker, disconnecting
 // every client. It is idempotent and bounded by ctx.
-func (s *BrokerOnly) Shutdown(ctx context.Context) error {
-	s.shutdownOnce.Do(func() { s.shutdownErr = s.closeAll(ctx) })
-	return s.shutdownErr
+func (s *BrokerOnly) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.closeAll(ctx) })
+	return s.closeErr
 }
 
 func (s *BrokerOnly) closeAll(ctx context.Context) error {
-	var errs []error
-	if s.http != nil {
-		if err := within(ctx, func() error { return s.http.Shutdown(ctx) }); err != nil {
-			errs = append(errs, fmt.Errorf("http: %w", err))
-		}
-	}
-	if s.broker != nil {
-		if err := within(ctx, s.broker.Close); err != nil {
-			errs = append(errs, fmt.Errorf("broker: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	var ps parts
+	ps.add(s.http != nil, "http", s.http)
+	ps.add(s.broker != nil, "broker", s.broker)
+	return closeParts(ctx, ps)
 }
 
 // HTTPAddr is the HTTP listener's bound address.

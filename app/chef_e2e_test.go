@@ -384,7 +384,7 @@ func TestChefTeamsThroughTheBridge(t *testing.T) {
 		m := testkit.Next(t, tallies)
 		before[m.Topic] = m.Payload
 	}
-	if err := b.Shutdown(t.Context()); err != nil {
+	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -67,16 +67,15 @@ func TestNATSKilledMidStreamLosesNothing(t *testing.T) {
 	go func() { wg.Wait(); close(done) }()
 
 	// Two outages, each from a point mid-stream until the outbox has filled
-	// and a sender was told to retry (or, if it never fills, a while).
+	// and a sender was told to retry: at either point more events are left
+	// than the 1 MiB outbox holds, so it fills.
 	for _, at := range []int64{events / 5, events * 3 / 5} {
 		// Under -race on a busy machine the senders may take minutes to get there.
 		testkit.EventuallyWithin(t, 3*time.Minute, func() bool { return accepted.Load() >= at }, "%d events accepted", at)
 		refusedBefore := refused.Load()
 		ns.Stop()
-		deadline := time.Now().Add(20 * time.Second)
-		for refused.Load() == refusedBefore && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond) // polling a counter the senders move
-		}
+		testkit.EventuallyWithin(t, 3*time.Minute, func() bool { return refused.Load() > refusedBefore },
+			"a sender refused during the outage at %d accepted events (the outbox full)", at)
 		t.Logf("outage at %d accepted events: %d requests refused so far", at, refused.Load())
 		ns.Restart()
 	}
@@ -97,10 +96,8 @@ func TestNATSKilledMidStreamLosesNothing(t *testing.T) {
 	}
 
 	// Every accepted event reaches the stream, the outboxes drained in replay.
-	deadline := time.Now().Add(time.Minute)
-	for streamMsgs(t, ns.URL()) < events && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond) // polling the stream the replayer fills
-	}
+	testkit.EventuallyWithin(t, 3*time.Minute, func() bool { return streamMsgs(t, ns.URL()) >= events },
+		"every accepted event in the stream (the outboxes replayed)")
 	seen := consumeDeduplicated(t, ns.URL())
 	if len(seen) != events {
 		t.Fatalf("the consumer saw %d distinct messages, want %d", len(seen), events)

@@ -35,7 +35,7 @@ func sinkConfig(t *testing.T, sc sinks.Config) config.Config {
 // until the test ends.
 func runBridge(t *testing.T, cfg config.Config, logs *testkit.SyncBuffer) *Bridge {
 	t.Helper()
-	b, err := New(cfg, zerolog.New(logs))
+	b, err := New(t.Context(), cfg, zerolog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,11 @@ func TestReadyIsLoggedOnceReady(t *testing.T) {
 	if strings.Contains(logs.String(), "bridge ready") {
 		t.Fatalf("bridge ready logged with its sink down:\n%s", logs.String())
 	}
-	if code, st, body := readyzRoute(t, b); code != 503 || !strings.Contains(st.Reason, "connection refused") {
+	// nats.go gives the dial's error on each failed attempt, then
+	// ErrNoServers once it has tried every server of its pool; the reason
+	// is whichever came last (3 runs in 5 saw the second under load).
+	if code, st, body := readyzRoute(t, b); code != 503 ||
+		!strings.Contains(st.Reason, "connection refused") && !strings.Contains(st.Reason, "no servers available") {
 		t.Errorf("/readyz with the NATS server down: %d %s", code, body)
 	}
 	srv.Restart()

@@ -75,15 +75,10 @@ func streamMsgs(t *testing.T, url string) uint64 {
 	return info.State.Msgs
 }
 
+// waitFor waits for a condition another goroutine brings about.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testkit.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition another goroutine brings about
-	}
+	testkit.Eventually(t, cond, "%s", what)
 }
 
 func TestMQTTPublishIsAckedOnlyOnceRouted(t *testing.T) {

@@ -148,14 +148,14 @@ func TestStartUpWarnsOfMaxBodyOverARoutesLimit(t *testing.T) {
 	cfg := routedConfig(t, srv.URL())
 	cfg.Routes[0].Filters = []string{"ansible/#"}
 	var logs lockedBuffer
-	b, err := New(cfg, zerolog.New(&logs))
+	b, err := New(t.Context(), cfg, zerolog.New(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	want := `"key":"ansible.max_body","sink":"js","message":"8MiB is over the 512KiB limit of required route all (sink js: the NATS server's max_payload)`
 	testkit.Eventually(t, func() bool { return strings.Contains(logs.String(), want) }, "the warning about ansible.max_body")
 	if strings.Contains(logs.String(), `"key":"chef.max_body"`) {

@@ -3,9 +3,6 @@ package broker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"net"
 	"strings"
 	"sync"
@@ -14,8 +11,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
-	"golang.org/x/crypto/bcrypt"
 
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -24,25 +21,31 @@ import (
 type accessPolicy struct {
 	allowAnonymous bool
 	users          map[string]*account
+	// passwords checks passwords with bcrypt, and remembers the last that
+	// passed per user, so a reconnect storm does not cost a bcrypt each,
+	// and a user whose password is known gets in while guessers are
+	// throttled.
+	passwords *credentials.Verifier
 }
 
 type account struct {
 	username  string
-	hash      []byte
 	publish   []string
 	subscribe []string // nil: everything
 }
 
 func newAccessPolicy(allowAnonymous bool, users []User) *accessPolicy {
 	p := &accessPolicy{allowAnonymous: allowAnonymous, users: make(map[string]*account, len(users))}
+	hashes := make(map[string]string, len(users))
 	for _, u := range users {
+		hashes[u.Username] = u.PasswordHash
 		p.users[u.Username] = &account{
 			username:  u.Username,
-			hash:      []byte(u.PasswordHash),
 			publish:   u.Publish,
 			subscribe: u.Subscribe,
 		}
 	}
+	p.passwords = credentials.NewVerifier(hashes)
 	return p
 }
 
@@ -109,14 +112,6 @@ type authHook struct {
 	timeout       time.Duration // how long a login may wait for a password check
 	maxTopicAlias uint16
 
-	// verified caches a digest of the last password that passed bcrypt per
-	// user, so a reconnect storm does not cost a bcrypt each, and a user
-	// whose password is known gets in while guessers are throttled. It is
-	// keyed by the account pointer.
-	verifiedMu sync.Mutex
-	verified   map[*account][32]byte
-	salt       [16]byte
-
 	// approved holds the clients OnConnect let in, for OnConnectAuthenticate.
 	approved sync.Map
 
@@ -125,14 +120,12 @@ type authHook struct {
 }
 
 func newAuthHook(log zerolog.Logger, m *metrics, policy *accessPolicy, cfg Config) *authHook {
-	h := &authHook{
-		log: log, metrics: m, policy: policy, verified: map[*account][32]byte{},
+	return &authHook{
+		log: log, metrics: m, policy: policy,
 		throttle: newLoginThrottle(cfg.Login, nil), timeout: cfg.ConnectTimeout,
 		maxTopicAlias: uint16(cfg.MaxTopicAlias),
 		denials:       denialLog{log: log},
 	}
-	_, _ = rand.Read(h.salt[:])
-	return h
 }
 
 // ID names the hook in mochi's logs.
@@ -202,7 +195,7 @@ func (h *authHook) authenticate(cl *mqtt.Client, pk packets.Packet) (*account, e
 		return nil, nil
 	}
 	acct := p.users[username]
-	if acct != nil && h.known(acct, pk.Connect.Password) {
+	if acct != nil && h.policy.passwords.Known(username, pk.Connect.Password) {
 		return acct, nil // a password that passed before: no bcrypt, and no throttle
 	}
 	keys := loginKeys(cl.Net.Remote, username)
@@ -212,12 +205,9 @@ func (h *authHook) authenticate(cl *mqtt.Client, pk packets.Packet) (*account, e
 	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 	defer cancel()
 	ok, ran := h.throttle.check(ctx, func() bool {
-		if acct == nil {
-			// Spend the same time as a real check, so timing does not reveal which users exist.
-			_ = bcrypt.CompareHashAndPassword(dummyHash, pk.Connect.Password)
-			return false
-		}
-		return bcrypt.CompareHashAndPassword(acct.hash, pk.Connect.Password) == nil
+		// For an unknown user this spends the time of a real check, so
+		// that timing does not reveal which users exist.
+		return h.policy.passwords.Compare(username, pk.Connect.Password)
 	})
 	if !ran {
 		return nil, h.refuse(cl, username, refusedBusy, packets.ErrServerBusy, "too many logins at once; no password check was free in time")
@@ -232,8 +222,7 @@ func (h *authHook) authenticate(cl *mqtt.Client, pk packets.Packet) (*account, e
 		}
 		return nil, h.refuse(cl, username, refusedBadCredentials, packets.ErrBadUsernameOrPassword, why)
 	}
-	h.throttle.succeeded(keys[:]...)
-	h.remember(acct, pk.Connect.Password)
+	h.throttle.succeeded(keys[:]...) // Compare remembered the password
 	return acct, nil
 }
 
@@ -257,7 +246,7 @@ func (h *authHook) screen(remote string, version byte, connect []byte) []byte {
 		return nil // mochi answers what is malformed; anonymous clients are not throttled
 	}
 	username := string(pk.Connect.Username)
-	if acct := h.policy.users[username]; acct != nil && h.known(acct, pk.Connect.Password) {
+	if h.policy.passwords.Known(username, pk.Connect.Password) {
 		return nil
 	}
 	keys := loginKeys(remote, username)
@@ -325,31 +314,6 @@ func host(remote string) string {
 		return h
 	}
 	return remote
-}
-
-func (h *authHook) digest(password []byte) [32]byte {
-	d := sha256.New()
-	d.Write(h.salt[:])
-	d.Write(password)
-	var sum [32]byte
-	d.Sum(sum[:0])
-	return sum
-}
-
-// known reports whether password is the last one that passed bcrypt for acct.
-func (h *authHook) known(acct *account, password []byte) bool {
-	digest := h.digest(password)
-	h.verifiedMu.Lock()
-	known, ok := h.verified[acct]
-	h.verifiedMu.Unlock()
-	return ok && subtle.ConstantTimeCompare(known[:], digest[:]) == 1
-}
-
-func (h *authHook) remember(acct *account, password []byte) {
-	digest := h.digest(password)
-	h.verifiedMu.Lock()
-	h.verified[acct] = digest
-	h.verifiedMu.Unlock()
 }
 
 // OnPacketRead resolves a topic alias before the publish ACL is checked
@@ -456,8 +420,3 @@ func (h *authHook) denied(cl *mqtt.Client, topic string) {
 	}
 	h.denials.denied(cl.ID, username, cl.Net.Remote, topic, why)
 }
-
-// dummyHash is a bcrypt hash (cost 10, the default) of a password nobody
-// knows, used to make a check for an unknown user cost as much as one for a
-// known user.
-var dummyHash = []byte("$2a$10$57brKkbEvBvIkR7ea38DT.BjrnQGqtoAoyBDOlqAoGP5Su.3XWT36")

@@ -157,8 +157,12 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 }
 
 // Start loads persisted state and starts serving every listener. It returns
-// once the broker accepts connections.
-func (b *Broker) Start() error {
+// once the broker accepts connections; ctx bounds the start, not the broker's
+// life, which Close ends.
+func (b *Broker) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("broker: start: %w", err)
+	}
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("broker: start: %w", err)
 	}
@@ -274,8 +278,10 @@ func userProperties(headers map[string]string) []packets.UserProperty {
 }
 
 // Close disconnects every client, closes the listeners and the store. It is
-// idempotent, and safe to call without Start.
-func (b *Broker) Close() error {
+// idempotent, and safe to call without Start. mochi's close does not wait on
+// clients, so it takes no longer than closing the store; ctx is there for the
+// one lifecycle shape (and callers bound it with their own deadline).
+func (b *Broker) Close(_ context.Context) error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
 		defer b.auth.denials.stop() // after the clients, whose last denials it counts

@@ -37,10 +37,10 @@ func start(t *testing.T, cfg Config) (*Broker, *prometheus.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return b, reg
 }
 
@@ -182,7 +182,7 @@ func TestRetainedMessagesSurviveRestart(t *testing.T) {
 	if err := b.Publish(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Close(); err != nil {
+	if err := b.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -200,7 +200,7 @@ func TestRetainedMessagesAreNotKeptWithoutPersistence(t *testing.T) {
 	if err := b.Publish(context.Background(), bus.Message{Topic: "a/b", Payload: []byte("x"), Retain: true}); err != nil {
 		t.Fatal(err)
 	}
-	_ = b.Close()
+	_ = b.Close(context.Background())
 	b2, _ := start(t, cfg)
 	c := testkit.Connect(t, url(b2, "tcp", "mqtt"), testkit.ClientOptions{})
 	publishBarrier(t, b2, c.Subscribe("a/#", 1), "a/barrier")
@@ -333,7 +333,7 @@ func TestPublishRejectsInvalidTopics(t *testing.T) {
 			t.Errorf("topic %q: err = %v, want bus.ErrInvalid", topic, err)
 		}
 	}
-	_ = b.Close()
+	_ = b.Close(context.Background())
 	if err := b.Publish(context.Background(), bus.Message{Topic: "a"}); !errors.Is(err, bus.ErrUnavailable) {
 		t.Errorf("after Close: err = %v, want bus.ErrUnavailable", err)
 	}

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/opsfirehose/firehose/bytesize"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/tlsconfig"
 	"github.com/opsfirehose/firehose/topics"
@@ -228,14 +227,7 @@ func (l *ListenerConfig) Validate() error {
 // Validate checks one user.
 func (u *User) Validate() error {
 	var p strictyaml.Problems
-	if u.Username == "" {
-		p.Add("username", "required")
-	}
-	if u.PasswordHash == "" {
-		p.Add("password_hash", "required; make one with `bridge passwd`")
-	} else if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
-		p.Add("password_hash", "not a bcrypt hash (%v); make one with `bridge passwd`", err)
-	}
+	credentials.ValidateUser(&p, u.Username, u.PasswordHash)
 	for i, f := range u.Publish {
 		if err := topics.ValidFilter(f); err != nil {
 			p.Add(fmt.Sprintf("publish[%d]", i), "%v", err)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os/exec"
@@ -52,10 +53,10 @@ func startLogged(t *testing.T, logs *testkit.SyncBuffer, interval time.Duration)
 		t.Fatal(err)
 	}
 	b.auth.denials.interval = interval
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return b
 }
 
@@ -102,7 +103,7 @@ func TestEveryDenialIsLoggedAndLibraryNoiseIsNot(t *testing.T) {
 	run("-V", "311", "-q", "1", "-k", "5", "-i", "lowkeepalive", "-u", "pub", "-P", "pw", "-t", "pub/ok")
 
 	testkit.Eventually(t, func() bool { return testutil.ToFloat64(b.metrics.publishDenied) >= 56 }, "56 denials counted")
-	if err := b.Close(); err != nil {
+	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -186,7 +187,7 @@ func TestDenialCountsAreLoggedEachInterval(t *testing.T) {
 		_, more := counted()
 		return more > 0
 	}, "a count logged while the client goes on")
-	_ = b.Close()
+	_ = b.Close(t.Context())
 	first, more := counted()
 	if first+more != total || first < 1 {
 		t.Errorf("%d denials logged as %d first lines and counts of %d in all:\n%s", total, first, more, logs.String())

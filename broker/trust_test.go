@@ -447,10 +447,10 @@ func TestLoginThrottling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 
 	connect := func(pass string) byte {
 		c := testkit.DialRaw(t, b.Addr("mqtt"))

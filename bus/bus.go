@@ -1,6 +1,8 @@
 // Package bus defines the one message type and the one Publisher interface that
-// every adapter publishes through and every sink implements: the embedded broker
-// today, the external MQTT broker and NATS later. Nothing in it does I/O.
+// every adapter publishes through and every destination implements: the
+// embedded broker, the sinks (an external MQTT broker, NATS, JetStream) and the
+// app's routed publisher, which hands a message to the router's routes and then
+// to the broker. Nothing in it does I/O.
 package bus
 
 import (
@@ -53,8 +55,8 @@ func NewMessage(source, id, topic string, payload []byte, receivedAt time.Time) 
 // Publisher publishes messages.
 //
 // Publish returns nil only once every message in msgs is safe: handed to the
-// broker, and, once routes exist, confirmed by every required sink or written to
-// the outbox. A nil return is what lets an adapter answer 2xx. On error, some of
+// broker, and confirmed by every required route's sink or written to that
+// route's outbox. A nil return is what lets an adapter answer 2xx. On error, some of
 // the messages may have been published and others not; callers treat the whole
 // call as failed and the sender retries, which is why delivery is at-least-once
 // and consumers de-duplicate on HeaderMsgID.

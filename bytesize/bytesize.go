@@ -2,7 +2,9 @@
 package bytesize
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -31,8 +33,15 @@ var units = []struct {
 	{"B", B},
 }
 
+// maxSize is the largest size Parse returns: far beyond any body or buffer,
+// and exactly representable as a float64, so the comparison below is exact.
+const maxSize = 1 << 62
+
 // Parse reads "1024", "512KiB", "32MiB", "1.5GB" (binary K/M/G without "i" are
-// taken as binary too, as most tools do).
+// taken as binary too, as most tools do). Fractions of a byte are dropped.
+// NaN, infinities, negative sizes and sizes above 4EiB are errors:
+// strconv.ParseFloat reads "NaN" and "Inf", and a float64 converted to int64
+// out of range gives a meaningless value rather than an error.
 func Parse(s string) (Size, error) {
 	t := strings.TrimSpace(s)
 	mult := B
@@ -43,15 +52,22 @@ func Parse(s string) (Size, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || t == "" {
+	if t == "" || math.IsNaN(f) || (err != nil && !isRange(err)) {
 		return 0, fmt.Errorf("%q is not a size; write e.g. 1048576, 512KiB or 32MiB", s)
 	}
+	if f < 0 {
+		return 0, fmt.Errorf("%q is negative; a size is 0 or more, e.g. 512KiB", s)
+	}
 	n := f * float64(mult)
-	if n > float64(1<<62) {
-		return 0, fmt.Errorf("%q is too large", s)
+	if err != nil || n > maxSize { // +Inf and out-of-range floats land here too
+		return 0, fmt.Errorf("%q is too large; the largest size is %s", s, Size(maxSize))
 	}
 	return Size(n), nil
 }
+
+// isRange reports a well-formed number too large for a float64 (ParseFloat
+// then returns ±Inf).
+func isRange(err error) bool { return errors.Is(err, strconv.ErrRange) }
 
 // UnmarshalText lets config files say max_body: 32MiB.
 func (s *Size) UnmarshalText(text []byte) error {

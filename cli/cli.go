@@ -24,13 +24,14 @@ import (
 	"text/tabwriter"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/opsfirehose/firehose/app"
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/configdb/configcli"
 	"github.com/opsfirehose/firehose/ingest"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
+	"github.com/opsfirehose/firehose/internal/cliflag"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/terminal"
 	"github.com/opsfirehose/firehose/logging"
 	"github.com/opsfirehose/firehose/subscribe"
@@ -97,7 +98,7 @@ func bridgeProgram() *program {
 		defaultHTTP: "", // http.address, whose default is the bridge's
 		commands: []Command{
 			runCommand(func(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
-				b, err := app.New(*cfg, log)
+				b, err := app.New(ctx, *cfg, log)
 				if err != nil {
 					return err
 				}
@@ -319,23 +320,11 @@ func (s *settings) load(env Env, prog string) (*config.Config, bool) {
 }
 
 func newFlagSet(env Env, prog, cmd string) *flag.FlagSet {
-	fs := flag.NewFlagSet(prog+" "+cmd, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	return fs
+	return cliflag.NewFlagSet(prog+" "+cmd, env.Stderr)
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK, false
-		}
-		return ExitUsage, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return ExitUsage, false
-	}
-	return 0, true
+	return cliflag.Parse(fs, args, ExitUsage)
 }
 
 // indent puts each problem of a multi-line error on its own indented line.
@@ -423,7 +412,7 @@ func passwdCommand() Command {
 	return Command{Name: "passwd", Args: "[--cost N]", Summary: "read a password on stdin, print its bcrypt hash for broker.users",
 		Run: func(env Env, prog string, args []string) int {
 			fs := newFlagSet(env, prog, "passwd")
-			cost := fs.Int("cost", bcrypt.DefaultCost, "bcrypt `cost` (4-31); each step doubles the time a check takes")
+			cost := fs.Int("cost", credentials.DefaultCost, "bcrypt `cost` (4-31); each step doubles the time a check takes")
 			if code, ok := parseFlags(fs, args); !ok {
 				return code
 			}
@@ -440,7 +429,7 @@ func passwdCommand() Command {
 				fmt.Fprintf(env.Stderr, "%s passwd: empty password; pipe one in, e.g. `printf %%s \"$PASS\" | %s passwd`\n", prog, prog)
 				return ExitUsage
 			}
-			hash, err := bcrypt.GenerateFromPassword([]byte(password), *cost)
+			hash, err := credentials.Hash([]byte(password), *cost)
 			if err != nil {
 				fmt.Fprintf(env.Stderr, "%s passwd: %v\n", prog, err)
 				return ExitUsage

@@ -116,13 +116,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 				r.code = cmd(Env{Stdin: strings.NewReader(""), Stdout: r.stdout, Stderr: stderr, LookupEnv: func(string) (string, bool) { return "", false }, Context: ctx}, []string{"run", "-c", cfg})
 				done <- r
 			}()
-			deadline := time.Now().Add(testkit.Timeout)
-			for !strings.Contains(stderr.String(), name+` ready"`) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s never logged readiness: %s", name, stderr)
-				}
-				time.Sleep(10 * time.Millisecond) // polling a log buffer, not waiting for time to pass
-			}
+			testkit.Eventually(t, func() bool { return strings.Contains(stderr.String(), name+` ready"`) }, "%s to log readiness", name)
 			cancel()
 			select {
 			case r := <-done:

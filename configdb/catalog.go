@@ -120,10 +120,7 @@ func (s *Store) CreateComponent(ctx context.Context, author string, nc NewCompon
 		seen[d.Name] = true
 	}
 	var c Component
-	err := s.write(ctx, func(t *txn) error {
-		if err := t.lockCatalog(); err != nil {
-			return err
-		}
+	err := s.writeCatalog(ctx, func(t *txn) error {
 		if err := t.nameFree(nc.Name, 0); err != nil {
 			return err
 		}
@@ -224,10 +221,7 @@ func (s *Store) UpdateComponent(ctx context.Context, author string, id int64, u 
 	if u.Name != nil && *u.Name == "" {
 		return invalidField("name", "name may not be empty")
 	}
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockCatalog(); err != nil {
-			return err
-		}
+	return s.writeCatalog(ctx, func(t *txn) error {
 		before, err := t.component(id)
 		if err != nil {
 			return err
@@ -276,6 +270,25 @@ func (s *Store) UpdateComponent(ctx context.Context, author string, id int64, u 
 	})
 }
 
+// writeCatalog is write with the catalog locked first, as every change to
+// components and resource definitions is.
+func (s *Store) writeCatalog(ctx context.Context, fn func(t *txn) error) error {
+	return s.write(ctx, func(t *txn) error {
+		if err := t.lockCatalog(); err != nil {
+			return err
+		}
+		return fn(t)
+	})
+}
+
+// emitDefinitionComponent emits the update of d's component, if it has one.
+func (s *Store) emitDefinitionComponent(t *txn, author string, d ResourceDefinition) error {
+	if d.ComponentID == nil {
+		return nil
+	}
+	return s.emitComponentsUpdated(t, author, []int64{*d.ComponentID})
+}
+
 func (s *Store) emitComponentsUpdated(t *txn, author string, ids []int64) error {
 	done := map[int64]bool{}
 	for _, id := range ids {
@@ -306,10 +319,7 @@ func sortedIDs(m map[int64]bool) []int64 {
 // DeleteComponent deletes a component, its resource definitions and every
 // document stored for them.
 func (s *Store) DeleteComponent(ctx context.Context, author string, id int64) error {
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockCatalog(); err != nil {
-			return err
-		}
+	return s.writeCatalog(ctx, func(t *txn) error {
 		c, err := t.component(id)
 		if err != nil {
 			return err
@@ -394,10 +404,7 @@ func (s *Store) CreateResourceDefinition(ctx context.Context, author string, nd 
 		return ResourceDefinition{}, invalidField("id", "id must be positive")
 	}
 	var d ResourceDefinition
-	err := s.write(ctx, func(t *txn) error {
-		if err := t.lockCatalog(); err != nil {
-			return err
-		}
+	err := s.writeCatalog(ctx, func(t *txn) error {
 		if nd.ComponentID != nil {
 			if _, err := t.component(*nd.ComponentID); err != nil {
 				return err
@@ -410,10 +417,7 @@ func (s *Store) CreateResourceDefinition(ctx context.Context, author string, nd 
 		if d, err = t.resourceDefinition(id); err != nil {
 			return err
 		}
-		if d.ComponentID != nil {
-			return s.emitComponentsUpdated(t, author, []int64{*d.ComponentID})
-		}
-		return nil
+		return s.emitDefinitionComponent(t, author, d)
 	})
 	return d, err
 }
@@ -431,10 +435,7 @@ func (s *Store) UpdateResourceDefinition(ctx context.Context, author string, id 
 			return err
 		}
 	}
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockCatalog(); err != nil {
-			return err
-		}
+	return s.writeCatalog(ctx, func(t *txn) error {
 		d, err := t.resourceDefinition(id)
 		if err != nil {
 			return err
@@ -474,10 +475,7 @@ func (s *Store) UpdateResourceDefinition(ctx context.Context, author string, id 
 // DeleteResourceDefinition deletes a resource definition and every document
 // stored for it.
 func (s *Store) DeleteResourceDefinition(ctx context.Context, author string, id int64) error {
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockCatalog(); err != nil {
-			return err
-		}
+	return s.writeCatalog(ctx, func(t *txn) error {
 		d, err := t.resourceDefinition(id)
 		if err != nil {
 			return err
@@ -485,20 +483,14 @@ func (s *Store) DeleteResourceDefinition(ctx context.Context, author string, id 
 		if err := t.deleteDefinitions([]int64{id}); err != nil {
 			return err
 		}
-		if d.ComponentID != nil {
-			return s.emitComponentsUpdated(t, author, []int64{*d.ComponentID})
-		}
-		return nil
+		return s.emitDefinitionComponent(t, author, d)
 	})
 }
 
 // ResourceDefinitionKeys applies a keys operation to a definition's content,
 // atomically.
 func (s *Store) ResourceDefinitionKeys(ctx context.Context, author string, id int64, op KeysOp, paths []KeyPath) error {
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockCatalog(); err != nil {
-			return err
-		}
+	return s.writeCatalog(ctx, func(t *txn) error {
 		d, err := t.resourceDefinition(id)
 		if err != nil {
 			return err
@@ -510,9 +502,6 @@ func (s *Store) ResourceDefinitionKeys(ctx context.Context, author string, id in
 		if _, err := t.exec(`UPDATE resource_definitions SET content = ? WHERE id = ?`, string(content), id); err != nil {
 			return err
 		}
-		if d.ComponentID != nil {
-			return s.emitComponentsUpdated(t, author, []int64{*d.ComponentID})
-		}
-		return nil
+		return s.emitDefinitionComponent(t, author, d)
 	})
 }

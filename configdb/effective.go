@@ -137,7 +137,7 @@ func merge(sources []source, paths []string) (*Effective, error) {
 	for {
 		first := -1
 		for i := range cursors {
-			if live[i] && (first < 0 || heads[i].key < heads[first].key) {
+			if live[i] && (first < 0 || bytes.Compare(heads[i].key, heads[first].key) < 0) {
 				first = i
 			}
 		}
@@ -146,20 +146,20 @@ func merge(sources []source, paths []string) (*Effective, error) {
 		}
 		key, win := heads[first].key, first
 		for i := first + 1; i < len(cursors); i++ {
-			if live[i] && heads[i].key == key {
+			if live[i] && bytes.Equal(heads[i].key, key) {
 				win = i // a later source wins
 			}
 		}
 		b = b.add(heads[win], levels[win])
 		for i := first; i < len(cursors); i++ {
-			if !live[i] || heads[i].key != key {
+			if !live[i] || !bytes.Equal(heads[i].key, key) {
 				continue
 			}
 			m, ok, err := cursors[i].next()
 			if err != nil {
 				return nil, err
 			}
-			if ok && m.key <= key {
+			if ok && bytes.Compare(m.key, key) <= 0 {
 				return mergeUnsorted(sources, paths)
 			}
 			heads[i], live[i] = m, ok
@@ -187,11 +187,11 @@ func mergeUnsorted(sources []source, paths []string) (*Effective, error) {
 		}
 		size += len(s.body)
 		for _, m := range members {
-			if i, ok := index[m.key]; ok {
+			if i, ok := index[string(m.key)]; ok {
 				order[i] = winner{m, s.level}
 				continue
 			}
-			index[m.key] = len(order)
+			index[string(m.key)] = len(order)
 			order = append(order, winner{m, s.level})
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
-	"unsafe"
+
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // Canonical parses a JSON document and returns it compact, with object keys
@@ -54,9 +54,10 @@ func encodeJSON(v any) []byte {
 }
 
 // member is one top-level member of a JSON object: its key decoded, the key
-// as written (quotes included) and the value as written.
+// as written (quotes included) and the value as written. key aliases the
+// document unless the key has escapes, so comparing keys allocates nothing.
 type member struct {
-	key    string
+	key    []byte
 	rawKey []byte
 	val    []byte
 }
@@ -89,175 +90,61 @@ func splitObject(doc []byte) ([]member, error) {
 // cursor walks the top-level members of a JSON object, which is what makes
 // merging large documents cheap: values are never decoded.
 type cursor struct {
-	doc   []byte
-	i     int
-	first bool
-	done  bool
+	doc []byte
+	it  jsonscan.Iter
 }
 
 // openCursor checks that doc is an object; errNotObject if it is other JSON.
 func openCursor(doc []byte) (cursor, error) {
-	i := skipSpace(doc, 0)
-	if i == len(doc) {
-		return cursor{}, errors.New("empty document")
+	switch jsonscan.Kind(doc) {
+	case jsonscan.Object:
+		// Stored documents were checked when they were written (Canonical):
+		// values are skipped, not checked again.
+		return cursor{doc: doc, it: jsonscan.ValidMembers(doc)}, nil
+	case jsonscan.Invalid:
+		if jsonscan.SkipSpace(doc, 0) == len(doc) {
+			return cursor{}, errors.New("empty document")
+		}
 	}
-	if doc[i] != '{' {
-		return cursor{}, errNotObject
-	}
-	return cursor{doc: doc, i: skipSpace(doc, i+1), first: true}, nil
+	return cursor{}, errNotObject
 }
 
-// next returns the next member; ok is false after the last. Keys without
-// escapes share doc's memory (unsafe.String): documents are never modified
-// once read, and the merged result keeps them alive anyway.
+// next returns the next member; ok is false after the last, or on an error
+// (invalid JSON, or anything after the object).
 func (c *cursor) next() (m member, ok bool, err error) {
-	if c.done {
-		return m, false, nil
-	}
-	doc, i := c.doc, c.i
-	if i < len(doc) && doc[i] == '}' && c.first {
-		return m, false, c.finish(i)
-	}
-	c.first = false
-	if i >= len(doc) || doc[i] != '"' {
-		return m, false, fmt.Errorf("expected a key at offset %d", i)
-	}
-	end, escaped, err := scanString(doc, i)
-	if err != nil {
-		return m, false, err
-	}
-	m.rawKey = doc[i:end]
-	// Escapes and invalid UTF-8 (which decoding replaces) need the real decoder.
-	if escaped || !utf8.Valid(m.rawKey) {
-		var key string // its own variable, so that m stays on the stack
-		if err := json.Unmarshal(m.rawKey, &key); err != nil {
-			return m, false, fmt.Errorf("key at offset %d: %w", i, err)
-		}
-		m.key = key
-	} else if end-i > 2 {
-		m.key = unsafe.String(&doc[i+1], end-i-2)
-	}
-	i = skipSpace(doc, end)
-	if i >= len(doc) || doc[i] != ':' {
-		return m, false, fmt.Errorf("expected ':' at offset %d", i)
-	}
-	i = skipSpace(doc, i+1)
-	vend, err := scanValue(doc, i)
-	if err != nil {
-		return m, false, err
-	}
-	m.val = doc[i:vend]
-	i = skipSpace(doc, vend)
-	if i >= len(doc) {
-		return m, false, errors.New("unterminated object")
-	}
-	switch doc[i] {
-	case ',':
-		c.i = skipSpace(doc, i+1)
-	case '}':
-		if err := c.finish(i); err != nil {
+	if !c.it.Next() {
+		if err := c.it.Err(); err != nil {
 			return m, false, err
 		}
-	default:
-		return m, false, fmt.Errorf("expected ',' or '}' at offset %d", i)
-	}
-	return m, true, nil
-}
-
-// finish ends the walk at the closing brace at i.
-func (c *cursor) finish(i int) error {
-	c.done = true
-	if skipSpace(c.doc, i+1) != len(c.doc) {
-		return fmt.Errorf("data after the object at offset %d", i+1)
-	}
-	return nil
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// scanString returns the index after the string starting at b[i] == '"', and
-// whether it holds escapes.
-func scanString(b []byte, i int) (end int, escaped bool, err error) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			return j + 1, escaped, nil
+		if end := c.it.End(); end > 0 && jsonscan.SkipSpace(c.doc, end) != len(c.doc) {
+			return m, false, fmt.Errorf("data after the object at offset %d", end)
 		}
+		return m, false, nil
 	}
-	return 0, false, fmt.Errorf("unterminated string at offset %d", i)
-}
-
-// scanValue returns the index after the JSON value starting at b[i]. It
-// tracks nesting and strings only; the stored documents it reads were
-// validated when they were written.
-func scanValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errors.New("missing value")
-	}
-	switch b[i] {
-	case '"':
-		end, _, err := scanString(b, i)
-		return end, err
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, _, err := scanString(b, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, fmt.Errorf("unterminated value at offset %d", i)
-	default:
-		j := i
-		for j < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[j])) {
-			j++
-		}
-		if j == i {
-			return 0, fmt.Errorf("missing value at offset %d", i)
-		}
-		return j, nil
-	}
+	raw := c.it.Key()
+	at := c.it.KeyOffset()
+	return member{key: jsonscan.KeyBytes(raw), rawKey: c.doc[at : at+len(raw)+2], val: c.it.Value()}, true, nil
 }
 
 // jsonKind names the JSON type of a document, for messages.
 func jsonKind(doc []byte) string {
-	i := skipSpace(doc, 0)
-	if i == len(doc) {
-		return "empty"
-	}
-	switch doc[i] {
-	case '{':
+	switch jsonscan.Kind(doc) {
+	case jsonscan.Object:
 		return "an object"
-	case '[':
+	case jsonscan.Array:
 		return "a list"
-	case '"':
+	case jsonscan.String:
 		return "a string"
-	case 't', 'f':
+	case jsonscan.True, jsonscan.False:
 		return "a boolean"
-	case 'n':
+	case jsonscan.Null:
 		return "null"
-	default:
-		return "a number"
+	case jsonscan.Invalid:
+		if jsonscan.SkipSpace(doc, 0) == len(doc) {
+			return "empty"
+		}
 	}
+	return "a number"
 }
 
 // diffKeys compares two canonical documents by their top-level keys.
@@ -290,7 +177,7 @@ func topLevel(doc []byte) map[string][]byte {
 	}
 	m := make(map[string][]byte, len(members))
 	for _, mem := range members {
-		m[mem.key] = mem.val
+		m[string(mem.key)] = mem.val
 	}
 	return m
 }
@@ -499,15 +386,23 @@ func objectKey(k any) string {
 	return k.(string)
 }
 
+// parentOf returns the value that holds the last of keys (which may not
+// exist yet), and that last key.
+func parentOf(doc any, keys []any) (parent, last any, err error) {
+	if parent, err = walk(doc, keys); err != nil {
+		return nil, nil, err
+	}
+	return parent, keys[len(keys)-1], nil
+}
+
 func setPath(doc any, p KeyPath) (any, error) {
 	if _, short := p.Value.(tooShort); short || len(p.Keys) == 0 {
 		return nil, errorf(Conflict, "keys path %s is invalid: it needs at least one key and a value", pathString(p.Keys))
 	}
-	parent, err := walk(doc, p.Keys)
+	parent, last, err := parentOf(doc, p.Keys)
 	if err != nil {
 		return nil, err
 	}
-	last := p.Keys[len(p.Keys)-1]
 	switch c := parent.(type) {
 	case map[string]any:
 		c[objectKey(last)] = p.Value
@@ -527,11 +422,10 @@ func deletePath(doc any, p KeyPath) (any, error) {
 	if len(p.Keys) == 0 {
 		return nil, errorf(Conflict, "keys path [] is invalid: it needs at least one key")
 	}
-	parent, err := walk(doc, p.Keys)
+	parent, last, err := parentOf(doc, p.Keys)
 	if err != nil {
 		return nil, err
 	}
-	last := p.Keys[len(p.Keys)-1]
 	switch c := parent.(type) {
 	case map[string]any:
 		k := objectKey(last)

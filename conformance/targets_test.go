@@ -114,10 +114,10 @@ func startBroker(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(); err != nil {
+	if err := s.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { shutdown(t, s.Shutdown) })
+	t.Cleanup(func() { shutdown(t, s.Close) })
 	return s.Broker().Addr("mqtt")
 }
 
@@ -141,14 +141,14 @@ routes:
     filters: ["#"]
     sink: js
 `, ns.URL())
-	b, err := app.New(parseConfig(t, yaml), zerolog.Nop())
+	b, err := app.New(t.Context(), parseConfig(t, yaml), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { shutdown(t, b.Shutdown) })
+	t.Cleanup(func() { shutdown(t, b.Close) })
 	testkit.WaitHTTP(t, nil, "http://"+b.HTTPAddr()+"/readyz")
 	return b.Broker().Addr("mqtt")
 }

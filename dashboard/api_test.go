@@ -28,14 +28,14 @@ func bridgeWith(t *testing.T, edit func(*config.Config)) (*app.Bridge, string) {
 	if edit != nil {
 		edit(&cfg)
 	}
-	b, err := app.New(cfg, zerolog.Nop())
+	b, err := app.New(t.Context(), cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return b, "http://" + b.HTTPAddr()
 }
 

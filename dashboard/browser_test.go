@@ -193,14 +193,14 @@ func startBridge(t *testing.T) *app.Bridge {
 	cfg.DataDir = t.TempDir()
 	cfg.HTTP.Address = "127.0.0.1:0"
 	cfg.Broker.Listeners = []broker.ListenerConfig{{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"}}
-	b, err := app.New(cfg, zerolog.Nop())
+	b, err := app.New(t.Context(), cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return b
 }
 

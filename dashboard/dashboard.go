@@ -143,8 +143,12 @@ func New(cfg Config, opts Options) (*Dashboard, error) {
 }
 
 // Start subscribes the aggregator to the bus. It returns once the retained
-// messages (every node's status) are queued for it.
-func (d *Dashboard) Start() error {
+// messages (every node's status) are queued for it; ctx bounds the start, not
+// the dashboard's life, which Close ends.
+func (d *Dashboard) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dashboard: start: %w", err)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx.Err() != nil {
@@ -191,20 +195,26 @@ func (d *Dashboard) Start() error {
 	return nil
 }
 
-// Close ends the subscriptions and every open stream; it is idempotent.
-func (d *Dashboard) Close() {
+// Close ends the subscriptions and every open stream, and waits, until ctx
+// is done, for the aggregator to stop; it is idempotent.
+func (d *Dashboard) Close(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx.Err() != nil {
-		return
+		return nil
 	}
 	for _, u := range d.unsub {
 		u()
 	}
 	d.cancel()
 	if d.started {
-		<-d.done
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			return fmt.Errorf("dashboard: close: %w", ctx.Err())
+		}
 	}
+	return nil
 }
 
 // aggregate applies messages to the views' state, one at a time.

@@ -42,8 +42,10 @@ func startEcho(t *testing.T, max bytesize.Size, cfg Config) *Server {
 			WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		}
 	}))
-	s.Start()
-	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
 }
 

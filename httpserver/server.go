@@ -53,7 +53,7 @@ const (
 )
 
 // New opens the listening socket, so a port in use fails here, and prepares
-// the server. Call Shutdown to release the socket even if Start is never called.
+// the server. Call Close to release the socket even if Start is never called.
 func New(cfg Config, opts Options) (*Server, error) {
 	var tlsCfg *tls.Config
 	if cfg.TLS != nil {
@@ -119,9 +119,12 @@ func (s *Server) Handle(pattern string, h http.Handler) {
 // Addr is the bound address, with the real port when the config said :0.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Start serves in the background. It returns at once; a later failure of the
-// listener is reported by Err.
-func (s *Server) Start() {
+// Start serves in the background, until Close. It returns at once (ctx bounds
+// the start only); a later failure of the listener is reported by Err.
+func (s *Server) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("http: start: %w", err)
+	}
 	s.startOnce.Do(func() {
 		go func() {
 			err := s.srv.Serve(s.ln)
@@ -133,16 +136,18 @@ func (s *Server) Start() {
 		s.log.Info().Str("address", s.Addr()).Bool("tls", s.cfg.TLS != nil).
 			Bool("tokens_required", s.tokens.Required()).Msg("HTTP listener up")
 	})
+	return nil
 }
 
 // Err delivers the error that stopped the server, if it stopped on its own.
 func (s *Server) Err() <-chan error { return s.serveErr }
 
-// Shutdown stops accepting requests and waits, until ctx is done, for the
-// requests in progress to finish; it closes the socket even if Start was never
-// called. Requests still running when ctx ends are cut off.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.startOnce.Do(func() {}) // a Start after Shutdown must not serve
+// Close stops accepting requests and waits, until ctx is done, for the
+// requests in progress to finish (http.Server's Shutdown); it closes the
+// socket even if Start was never called. Requests still running when ctx ends
+// are cut off.
+func (s *Server) Close(ctx context.Context) error {
+	s.startOnce.Do(func() {}) // a Start after Close must not serve
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
 		_ = s.srv.Close()

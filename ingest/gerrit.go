@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/logging"
+	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/gerrit"
 )
 
@@ -321,7 +322,7 @@ func (g *gerritRelay) event(n int, line []byte, tooLong bool) []byte {
 		// error counts lines of the one event it was given, so only its
 		// field and message are logged.
 		warn := g.log.Warn().Int("line", n).Int("bytes", len(trimmed)).Int64("bad_lines", bad)
-		var pe *payload.Error
+		var pe *payloads.FieldError
 		if errors.As(err, &pe) {
 			if pe.Field != "" {
 				warn = warn.Str("field", pe.Field)

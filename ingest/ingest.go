@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opsfirehose/firehose/internal/cliflag"
 )
 
 // Exit codes, from sysexits(3) where an MTA reads them: sendmail and postfix
@@ -273,22 +275,8 @@ func retryAfter(v string, now time.Time) time.Duration {
 }
 
 func newFlagSet(name string, e env) *flag.FlagSet {
-	fs := flag.NewFlagSet("bridge ingest "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	return fs
+	return cliflag.NewFlagSet("bridge ingest "+name, e.stderr)
 }
 
 // parse parses args, and reports whether to go on and, if not, the exit code.
-func parse(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK, false
-		}
-		return ExitUsage, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return ExitUsage, false
-	}
-	return 0, true
-}
+func parse(fs *flag.FlagSet, args []string) (int, bool) { return cliflag.Parse(fs, args, ExitUsage) }

@@ -63,15 +63,34 @@ func (b *bridge) serve(t *testing.T, wrap func(http.Handler) http.Handler) *http
 	return srv
 }
 
-// eventually polls a condition that a running relay will reach.
-func eventually(t *testing.T, what string, cond func() bool) {
+// refusingPort binds a loopback TCP socket without listening on it: a
+// connection to addr is refused, as by a bridge that is down, and no other
+// test can take the port, until listen makes the socket a listener.
+func refusingPort(t *testing.T) (addr string, listen func() net.Listener) {
 	t.Helper()
-	deadline := time.Now().Add(testkit.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "refusing port")
+	t.Cleanup(func() { _ = f.Close() })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	return addr, func() net.Listener {
+		if err := syscall.Listen(fd, syscall.SOMAXCONN); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond) // between probes of the relay's counters
+		ln, err := net.FileListener(f) // a copy of the socket: f is closed at cleanup
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
 	}
 }
 
@@ -178,7 +197,7 @@ func TestGerritRelayRestartsAndSkipsBadLines(t *testing.T) {
 			t.Errorf("got %+v, want %+v", got, want)
 		}
 	}
-	eventually(t, "the third start", func() bool { return g.stats.Starts.Load() == 3 })
+	testkit.Eventually(t, func() bool { return g.stats.Starts.Load() == 3 }, "the third start")
 	pidText, _ := os.ReadFile(filepath.Join(dir, "pid"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
 	if err := stop(); err != nil {
@@ -238,24 +257,20 @@ func TestGerritRelayBridgeBusy(t *testing.T) {
 // TestGerritRelayBridgeDown starts the relay before the bridge listens: the
 // events wait in the buffer and go through once the bridge is up.
 func TestGerritRelayBridgeDown(t *testing.T) {
-	addr := testkit.FreePort(t)
+	addr, listen := refusingPort(t)
 	cmd, dir := script(t, "cat events; exec sleep 600")
 	writeLines(t, dir, "events", eventNova, eventOctavia, eventTag)
 	g, logs, _ := startRelay(t, testConfig(cmd), testClient(t, "http://"+addr, ""))
-	eventually(t, "a refused connection", func() bool { return g.stats.FailedPosts.Load() >= 2 })
+	testkit.Eventually(t, func() bool { return g.stats.FailedPosts.Load() >= 2 }, "a refused connection")
 	if g.stats.Events.Load() != 3 || !strings.Contains(logs.String(), "the bridge is unreachable; retrying") {
 		t.Fatalf("events %d; logs:\n%s", g.stats.Events.Load(), logs)
 	}
 
 	b := newBridge(t)
 	sub := b.bus.Subscribe(t, "gerrit/#")
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("port %s was taken meanwhile: %v", addr, err)
-	}
 	srv := httptest.NewUnstartedServer(b.mux)
 	srv.Listener.Close()
-	srv.Listener = ln
+	srv.Listener = listen()
 	srv.Start()
 	t.Cleanup(srv.Close)
 	for _, want := range []string{eventNova, eventOctavia, eventTag} {
@@ -276,7 +291,7 @@ func TestGerritRelayDropsOnlyRefusedEvents(t *testing.T) {
 	cmd, dir := script(t, "cat events; exec sleep 600")
 	writeLines(t, dir, "events", eventNova, huge, eventOctavia, eventTag)
 	g, logs, _ := startRelay(t, testConfig(cmd), testClient(t, srv.URL, ""))
-	eventually(t, "every event handled", func() bool { return g.stats.Posted.Load()+g.stats.Rejected.Load() == 4 })
+	testkit.Eventually(t, func() bool { return g.stats.Posted.Load()+g.stats.Rejected.Load() == 4 }, "every event handled")
 	got := b.bus.Collect(t, sub, "gerrit/barrier/x")
 	if len(got) != 3 || got[0].Payload != eventNova || got[1].Payload != eventOctavia || got[2].Payload != eventTag {
 		t.Errorf("got %+v", got)
@@ -304,21 +319,21 @@ func TestGerritRelayToken(t *testing.T) {
 	cmd, dir := script(t, "cat events; exec sleep 600")
 	writeLines(t, dir, "events", eventNova)
 	g, logs, _ := startRelay(t, testConfig(cmd), cl)
-	eventually(t, "a refused token", func() bool { return strings.Contains(logs.String(), "the bridge refused the token") })
+	testkit.Eventually(t, func() bool { return strings.Contains(logs.String(), "the bridge refused the token") }, "a refused token")
 	if err := os.WriteFile(tokenFile, []byte("new-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if got := testkit.Next(t, sub); got.Payload != eventNova {
 		t.Errorf("got %+v", got)
 	}
-	eventually(t, "the post counted", func() bool { return g.stats.Posted.Load() == 1 })
+	testkit.Eventually(t, func() bool { return g.stats.Posted.Load() == 1 }, "the post counted")
 }
 
 // TestRunGerritLosesEventsOnlyAfterDrain runs the whole command line with
 // no bridge at all: on SIGTERM it keeps trying for --drain-timeout, then
 // says how many events it lost and exits 1.
 func TestRunGerritLosesEventsOnlyAfterDrain(t *testing.T) {
-	addr := testkit.FreePort(t)
+	addr, _ := refusingPort(t) // no bridge, ever
 	cmd, dir := script(t, "cat events; exec sleep 600")
 	writeLines(t, dir, "events", eventNova, eventOctavia)
 	stderr := &testkit.SyncBuffer{}
@@ -329,7 +344,7 @@ func TestRunGerritLosesEventsOnlyAfterDrain(t *testing.T) {
 		done <- Run(ctx, []string{"gerrit", "--exec", cmd, "--url", "http://" + addr, "--log-format", "json",
 			"--backoff-min", "10ms", "--backoff-max", "20ms", "--drain-timeout", "50ms"}, nil, &testkit.SyncBuffer{}, stderr, nil)
 	}()
-	eventually(t, "a refused connection", func() bool { return strings.Contains(stderr.String(), "the bridge is unreachable") })
+	testkit.Eventually(t, func() bool { return strings.Contains(stderr.String(), "the bridge is unreachable") }, "a refused connection")
 	cancel()
 	select {
 	case code := <-done:

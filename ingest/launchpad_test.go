@@ -101,7 +101,7 @@ func TestLaunchpadPipeBusy(t *testing.T) {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 	// A closed broker gives the real handler's 503.
-	if err := b.bus.Close(); err != nil {
+	if err := b.bus.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	srv = b.serve(t, nil)

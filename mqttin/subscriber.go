@@ -126,10 +126,15 @@ func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics,
 	return s, nil
 }
 
-// Start connects (retrying in the background) and starts routing.
-func (s *Subscriber) Start() {
+// Start connects (retrying in the background) and starts routing, until
+// Close; ctx bounds the start only, which does not wait for the connection.
+func (s *Subscriber) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("router subscriber: start: %w", err)
+	}
 	s.client.Connect()
 	go s.run()
+	return nil
 }
 
 // Ready returns nil while the subscriber is connected to the external broker

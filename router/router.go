@@ -122,8 +122,12 @@ func New(cfgs []Config, sinkSet map[string]sinks.Sink, natsSinks map[string]bool
 	return r, nil
 }
 
-// Start runs one replayer per required route and one sender per optional route.
-func (r *Router) Start() {
+// Start runs one replayer per required route and one sender per optional
+// route, until Close; ctx bounds the start only, which does not block.
+func (r *Router) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("router: start: %w", err)
+	}
 	for _, rt := range r.routes {
 		r.wg.Add(1)
 		if rt.outbox != nil {
@@ -132,6 +136,7 @@ func (r *Router) Start() {
 			go func() { defer r.wg.Done(); r.sendOptional(rt) }()
 		}
 	}
+	return nil
 }
 
 // Route delivers msgs along every matching route. It returns nil once each

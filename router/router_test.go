@@ -69,7 +69,9 @@ func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Start()
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	f.router = r
 	return f
@@ -77,13 +79,13 @@ func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs ma
 
 func waitReady(t *testing.T, s sinks.Sink) {
 	t.Helper()
-	deadline := time.Now().Add(testkit.Timeout)
-	for !s.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatalf("sink %s not ready", s.Name())
-		}
-		time.Sleep(10 * time.Millisecond) // polling the connection
-	}
+	testkit.Eventually(t, s.Ready, "sink %s to be ready", s.Name())
+}
+
+// waitDown waits until the sink has noticed that its server is gone.
+func waitDown(t *testing.T, s sinks.Sink) {
+	t.Helper()
+	testkit.Eventually(t, func() bool { return !s.Ready() }, "sink %s to notice its server is gone", s.Name())
 }
 
 func subscribe(t *testing.T, url, subject string) <-chan *nats.Msg {
@@ -187,20 +189,18 @@ func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
 	}
 
 	srv.Stop()
-	for f.sinks["js"].Ready() {
-		time.Sleep(10 * time.Millisecond) // waiting for the client to notice
-	}
+	waitDown(t, f.sinks["js"])
 	if down := f.router.Ready(); down["route all"] == "" {
 		t.Fatalf("Ready() = %v, want route all reported down", down)
 	}
-	start := time.Now()
+	// A sink known to be down is not waited for: a Route that waited its 2s
+	// confirm timeout per message would take ten minutes, far past ctx.
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitTimeout)
+	defer cancel()
 	for i := 0; i < 300; i++ {
-		if err := f.router.Route(context.Background(), msg("a/b", fmt.Sprint(i))); err != nil {
-			t.Fatalf("message %d refused during the outage: %v", i, err)
+		if err := f.router.Route(ctx, msg("a/b", fmt.Sprint(i))); err != nil {
+			t.Fatalf("message %d refused during the outage (a sink known to be down must not be waited for): %v", i, err)
 		}
-	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("300 messages took %v to reach the outbox; a sink known to be down must not be waited for", took)
 	}
 	if v := gauge(t, f.reg, "firehose_outbox_messages", "all"); v != 300 {
 		t.Fatalf("outbox depth %v, want 300", v)
@@ -212,7 +212,10 @@ func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cons, err := js.OrderedConsumer(context.Background(), "FIREHOSE", jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -256,9 +259,7 @@ func TestFullOutboxRefusesWithUnavailable(t *testing.T) {
 	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinks.Config{"js": sinkConfig(sinks.TypeJetStream, srv.URL())})
 	waitReady(t, f.sinks["js"])
 	srv.Stop()
-	for f.sinks["js"].Ready() {
-		time.Sleep(10 * time.Millisecond) // waiting for the client to notice
-	}
+	waitDown(t, f.sinks["js"])
 	big := strings.Repeat("x", 300<<10)
 	var err error
 	for i := 0; i < 10 && err == nil; i++ {
@@ -279,21 +280,15 @@ func TestOptionalRouteDropsAndCounts(t *testing.T) {
 	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinks.Config{"core": sinkConfig(sinks.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	srv.Stop()
-	for f.sinks["core"].Ready() {
-		time.Sleep(10 * time.Millisecond) // waiting for the client to notice
-	}
+	waitDown(t, f.sinks["core"])
 	for i := 0; i < 5; i++ {
 		if err := f.router.Route(context.Background(), msg("a/b", "x")); err != nil {
 			t.Fatalf("an optional route must never refuse: %v", err)
 		}
 	}
-	deadline := time.Now().Add(testkit.Timeout)
-	for metricValue(t, f.reg, "firehose_route_messages_total", "best-effort", "dropped") != 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("dropped messages were not counted")
-		}
-		time.Sleep(10 * time.Millisecond) // the optional sender is asynchronous
-	}
+	testkit.Eventually(t, func() bool { // the optional sender is asynchronous
+		return metricValue(t, f.reg, "firehose_route_messages_total", "best-effort", "dropped") == 5
+	}, "the 5 dropped messages to be counted")
 }
 
 func TestOutboxSurvivesARestartOfTheRouter(t *testing.T) {
@@ -303,47 +298,42 @@ func TestOutboxSurvivesARestartOfTheRouter(t *testing.T) {
 	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs)
 	waitReady(t, f.sinks["js"])
 	srv.Stop()
-	for f.sinks["js"].Ready() {
-		time.Sleep(10 * time.Millisecond) // waiting for the client to notice
-	}
+	waitDown(t, f.sinks["js"])
 	for i := 0; i < 10; i++ {
 		if err := f.router.Route(context.Background(), msg("a/b", fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_ = f.router.Close(context.Background())
+	if err := f.router.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 
 	srv.Restart()
-	g := newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs)
-	nc, _ := nats.Connect(srv.URL())
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	deadline := time.Now().Add(testkit.Timeout)
-	for {
-		st, err := js.Stream(context.Background(), "FIREHOSE")
-		if err == nil {
-			if info, err := st.Info(context.Background()); err == nil && info.State.Msgs == 10 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the outbox from before the restart was not replayed")
-		}
-		time.Sleep(20 * time.Millisecond) // polling the stream
+	newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs) // replays in the background
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
 	}
-	_ = g
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool { // the stream exists once the replay created it
+		st, err := js.Stream(context.Background(), "FIREHOSE")
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(context.Background())
+		return err == nil && info.State.Msgs == 10
+	}, "the outbox from before the restart to be replayed (10 messages in the stream)")
 }
 
 // waitOutboxDrained polls until the route's replayer has emptied its outbox.
 func waitOutboxDrained(t *testing.T, f *fixture, route string) {
 	t.Helper()
-	deadline := time.Now().Add(testkit.Timeout)
-	for gauge(t, f.reg, "firehose_outbox_messages", route) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the outbox of route %s never drained", route)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the replayer's progress
-	}
+	testkit.Eventually(t, func() bool { return gauge(t, f.reg, "firehose_outbox_messages", route) == 0 },
+		"the outbox of route %s to drain", route)
 }
 
 func gauge(t *testing.T, reg *prometheus.Registry, name, route string) float64 {
@@ -387,7 +377,9 @@ func TestJetStreamClusterNodeLoss(t *testing.T) {
 	sc.ConfirmTimeout = 5 * time.Second
 	sc.Stream.Replicas = 3
 	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]sinks.Config{"js": sc})
-	waitReady(t, f.sinks["js"])
+	// Ready once the R3 stream exists: another election, which on a busy
+	// machine may take longer than Eventually's bound.
+	testkit.EventuallyWithin(t, 4*testkit.WaitTimeout, f.sinks["js"].Ready, "sink js to be ready (its R3 stream made)")
 
 	const n = 3000
 	errs := make(chan error, 1)
@@ -403,50 +395,64 @@ func TestJetStreamClusterNodeLoss(t *testing.T) {
 		}
 		errs <- nil
 	}()
-	if err := <-errs; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-errs:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(4 * testkit.WaitTimeout):
+		t.Fatal("routing the messages never finished")
 	}
 	// What the lost node did not confirm in time is in the outbox; Route
 	// returned for it, and the replayer stores it once the cluster has a
-	// leader again.
-	waitOutboxDrained(t, f, "all")
+	// leader again: an election, then up to n messages replayed one
+	// confirmation at a time, which under -race on a busy machine takes
+	// longer than Eventually's bound.
+	testkit.EventuallyWithin(t, 4*testkit.WaitTimeout, func() bool { return gauge(t, f.reg, "firehose_outbox_messages", "all") == 0 },
+		"the outbox of route all to drain after the node loss")
 
 	nc, err := nats.Connect(strings.Join(cluster.URLs()[1:], ","))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	st, err := js.Stream(context.Background(), "FIREHOSE")
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The stream's leader and the cluster's meta leader (which creating a
+	// consumer needs) may still be in election after the node loss: ask
+	// until they answer.
+	var st jetstream.Stream
+	var info *jetstream.StreamInfo
+	testkit.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if st, err = js.Stream(ctx, "FIREHOSE"); err != nil {
+			return false
+		}
+		info, err = st.Info(ctx)
+		return err == nil
+	}, "the stream's info after the node loss")
 	if info.State.Msgs != n {
 		t.Fatalf("the stream holds %d messages, want %d (outbox %v)", info.State.Msgs, n, gauge(t, f.reg, "firehose_outbox_messages", "all"))
 	}
-	// Creating a consumer needs the cluster's meta leader, which may still
-	// be in election after the node loss; retry until it answers.
 	var cons jetstream.Consumer
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testkit.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		cons, err = st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no consumer after the node loss: %v", err)
-		}
-	}
+		return err == nil
+	}, "a consumer after the node loss")
 	it, err := cons.Messages()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Stop()
+	// Next has no deadline of its own: stopping the iterator ends a wait
+	// for a message that never comes.
+	deadline := time.AfterFunc(4*testkit.WaitTimeout, it.Stop)
+	defer deadline.Stop()
 	seen := map[string]bool{}
 	for len(seen) < n {
 		m, err := it.Next()

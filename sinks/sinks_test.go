@@ -160,9 +160,15 @@ func TestJetStreamStoresARetriedMessageOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nc, _ := nats.Connect(srv.URL())
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := js.Stream(context.Background(), "SINKTEST")
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +236,7 @@ func mqttReceiver(t *testing.T, url string) <-chan sinktest.Delivery {
 type brokerSink struct{ *testbus.Bus }
 
 func (b brokerSink) Name() string                    { return "embedded" }
-func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close() }
+func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close(ctx) }
 func (b brokerSink) Limit() sinks.Limit              { return sinks.Limit{} }
 func (b brokerSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
 func (b brokerSink) NotReadyReason() string {
@@ -268,7 +274,10 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 64}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,10 +288,7 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	deadline := time.Now().Add(testkit.Timeout)
-	for !s.Ready() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling the connection
-	}
+	testkit.Eventually(t, s.Ready, "the sink to be ready")
 	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.small", Payload: []byte("x")}); err != nil {
 		t.Fatalf("a small message: %v", err)
 	}
@@ -331,12 +337,7 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 	defer s.Close(context.Background())
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(testkit.Timeout); !ok(); {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond) // polling the sink's connection
-		}
+		testkit.Eventually(t, ok, "%s", what)
 	}
 	waitFor("the sink to be ready", s.Ready)
 	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.before", Payload: []byte("1")}); err != nil {
@@ -354,7 +355,10 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := js.Stream(context.Background(), "SINKTEST")
 	if err != nil {
 		t.Fatalf("the stream was not made again: %v", err)
@@ -446,7 +450,10 @@ func TestNATSLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	jsc, _ := jetstream.New(nc)
+	jsc, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := jsc.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 1000}); err != nil {
 		t.Fatal(err)
 	}

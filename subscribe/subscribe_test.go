@@ -66,10 +66,10 @@ func startBroker(t *testing.T, anonymous bool) *testBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	pw := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)

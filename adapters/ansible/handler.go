@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/ansible"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -38,12 +38,9 @@ type Options = intake.Options
 // validated and routed before one Publish call carries them all. It is safe
 // for concurrent use.
 type Handler struct {
+	intake.Base
 	cfg    Config
 	topics topics.Ansible
-	pub    bus.Publisher
-	log    zerolog.Logger
-	tokens *httpserver.Tokens
-	now    func() time.Time
 	// events counts published events by type, in the order of eventTypes.
 	events [len(eventTypes)]prometheus.Counter
 }
@@ -62,20 +59,7 @@ func typeIndex(t string) int {
 
 // New validates cfg and prepares the handler. It does no I/O.
 func New(cfg Config, opts Options) (*Handler, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("ansible config: %w", err)
-	}
-	if opts.Publisher == nil {
-		return nil, errors.New("ansible: Options.Publisher is required")
-	}
-	h := &Handler{
-		cfg:    cfg,
-		topics: topics.Ansible{Prefix: cfg.TopicPrefix},
-		pub:    opts.Publisher,
-		log:    opts.Logger,
-		tokens: opts.Tokens,
-		now:    opts.Clock(),
-	}
+	h := &Handler{cfg: cfg, topics: topics.Ansible{Prefix: cfg.TopicPrefix}}
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "firehose_ansible_events_total",
 		Help: "Ansible events published, by ansible_type.",
@@ -83,18 +67,10 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	for i, t := range eventTypes {
 		h.events[i] = events.WithLabelValues(t)
 	}
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(events); err != nil {
-			return nil, fmt.Errorf("ansible metrics: %w", err)
-		}
+	if err := h.Init(Source, cfg.Validate(), intake.Endpoint{Path: Path, TokenHeaders: []string{TokenHeader}, Handler: h}, opts, events); err != nil {
+		return nil, err
 	}
 	return h, nil
-}
-
-// Register adds POST /ansible/v1/events to mux (*http.ServeMux and
-// *httpserver.Server both fit).
-func (h *Handler) Register(mux interface{ Handle(string, http.Handler) }) {
-	mux.Handle(http.MethodPost+" "+Path, h)
 }
 
 // accepted is the 200 answer.
@@ -106,24 +82,17 @@ type accepted struct {
 // publishes all of them in one call; it answers 200 {"accepted": n} only once
 // Publish returned nil.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, ok := httpserver.Authenticate(w, r, h.tokens, "Authorization", TokenHeader); !ok {
-		h.log.Info().Str("remote", r.RemoteAddr).Msg("refused: missing or invalid token")
-		return
-	}
-	body, ok := httpserver.ReadBody(w, r, h.cfg.MaxBody)
+	client, body, ok := h.Receive(w, r, h.cfg.MaxBody)
 	if !ok {
-		h.log.Info().Str("remote", r.RemoteAddr).Msg("refused: body unreadable or too large")
 		return
 	}
 	msgs, counts, perr := h.messages(body)
 	if perr != nil {
-		h.log.Info().Str("remote", r.RemoteAddr).Str("field", perr.field).Msg("refused: " + perr.msg)
+		h.Refused(r, client, "input", errors.New(perr.msg))
 		httpserver.WriteError(w, perr.code, perr.msg, perr.field)
 		return
 	}
-	if err := h.pub.Publish(r.Context(), msgs...); err != nil {
-		h.log.Warn().Err(err).Int("events", len(msgs)).Msg("publish failed; the sender will retry")
-		httpserver.WritePublishError(w, err)
+	if !h.Publish(w, r, client, len(msgs), msgs...) {
 		return
 	}
 	for i, n := range counts {
@@ -132,7 +101,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for i := range msgs {
-		h.log.Debug().Str("topic", msgs[i].Topic).Int("bytes", len(msgs[i].Payload)).Msg("published")
+		h.Log.Debug().Str("topic", msgs[i].Topic).Int("bytes", len(msgs[i].Payload)).Msg("published")
 	}
 	httpserver.WriteJSON(w, http.StatusOK, accepted{Accepted: len(msgs)})
 }
@@ -152,7 +121,7 @@ func (h *Handler) messages(body []byte) (msgs []bus.Message, counts [len(eventTy
 	if len(body) == 0 {
 		return nil, counts, &problem{http.StatusBadRequest, "empty body: send one event (a JSON object) or an array of events", ""}
 	}
-	now := h.now()
+	now := h.Now()
 	if body[0] != '[' {
 		msg, t, err := h.message(body, now, payload.ParsePayload)
 		if err != nil {
@@ -192,23 +161,23 @@ func (h *Handler) messages(body []byte) (msgs []bus.Message, counts [len(eventTy
 // message validates one event with parse and makes its message; typ
 // indexes eventTypes. The payload is the event without event_id, which is
 // the de-duplication id, not a schema field.
-func (h *Handler) message(raw []byte, now time.Time, parse func([]byte) (payload.Event, []byte, error)) (_ bus.Message, typ int, _ *payload.FieldError) {
+func (h *Handler) message(raw []byte, now time.Time, parse func([]byte) (payload.Event, []byte, error)) (_ bus.Message, typ int, _ *payloads.FieldError) {
 	ev, body, err := parse(raw)
 	if err != nil {
-		var fe *payload.FieldError
+		var fe *payloads.FieldError
 		if errors.As(err, &fe) {
 			return bus.Message{}, 0, fe
 		}
-		return bus.Message{}, 0, &payload.FieldError{Msg: err.Error()}
+		return bus.Message{}, 0, &payloads.FieldError{Msg: err.Error()}
 	}
 	typ = typeIndex(ev.Type)
 	topic, err := h.topic(ev) // an error for every type typeIndex does not know
 	if err != nil {
 		var le *topics.LevelError
 		if errors.As(err, &le) {
-			return bus.Message{}, 0, &payload.FieldError{Field: fieldOf(le.Level), Msg: le.Err.Error()}
+			return bus.Message{}, 0, &payloads.FieldError{Field: fieldOf(le.Level), Msg: le.Err.Error()}
 		}
-		return bus.Message{}, 0, &payload.FieldError{Msg: err.Error()}
+		return bus.Message{}, 0, &payloads.FieldError{Msg: err.Error()}
 	}
 	return bus.NewMessage(Source, dedupID(ev, raw), topic, body, now), typ, nil
 }

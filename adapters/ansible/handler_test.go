@@ -259,7 +259,7 @@ func TestEmptyBatch(t *testing.T) {
 // Retry-After, so the plugin keeps the batch and retries.
 func TestBusDown(t *testing.T) {
 	in := startIntake(t, DefaultConfig())
-	if err := in.bus.Close(); err != nil {
+	if err := in.bus.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, in.url, strings.NewReader(mustRead(t, "testdata/start/input.json")))

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 )
 
 var automateRepo = flag.String("automate", "",
@@ -105,7 +105,7 @@ func TestAutomateCorpus(t *testing.T) {
 		}
 		// The report's verdict and counts, as a subscriber receives them.
 		verdicts++
-		sum, _ := rawjson.Get([]byte(got[0].Payload), chefpayload.SummaryKey)
+		sum, _ := jsonscan.Get([]byte(got[0].Payload), chefpayload.SummaryKey)
 		var mine, want map[string]any
 		_ = json.Unmarshal(sum, &mine)
 		_ = json.Unmarshal([]byte(r.summary), &want)

@@ -9,7 +9,7 @@
 // pattern or Policyfile lock; a failure to the team whose cookbook failed)
 // and follows each cookbook's rollout (rollout.go: each node's versions in
 // a pebble store in the data directory, rollout events, retained tallies).
-// That state is the adapter's only state; Run and Close look after it.
+// That state is the adapter's only state; Start and Close look after it.
 //
 // It must not make topics by hand, talk to a broker directly, or log message
 // bodies above debug.

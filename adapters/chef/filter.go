@@ -1,7 +1,7 @@
 package chef
 
 import (
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // attrPath is one allow or block entry, split into keys.
@@ -76,7 +76,7 @@ func allow(raw []byte, paths []attrPath) []byte {
 		ok := true
 		for _, part := range path[:len(path)-1] {
 			var v []byte
-			if v, ok = rawjson.Get(data, part); !ok {
+			if v, ok = jsonscan.Get(data, part); !ok {
 				break
 			}
 			sel = sel.child(part)
@@ -90,7 +90,7 @@ func allow(raw []byte, paths []attrPath) []byte {
 			continue
 		}
 		last := path[len(path)-1]
-		if v, found := rawjson.Get(data, last); found {
+		if v, found := jsonscan.Get(data, last); found {
 			c := sel.child(last)
 			c.whole, c.keys, c.kids = v, nil, nil
 		}
@@ -107,7 +107,7 @@ func (s *selection) appendTo(dst []byte) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = rawjson.AppendString(dst, k)
+		dst = jsonscan.AppendString(dst, k)
 		dst = append(dst, ':')
 		dst = s.kids[k].appendTo(dst)
 	}
@@ -150,7 +150,7 @@ func newBlockTrie(paths []attrPath) *blockTrie {
 // goes, so that no reader can pick a surviving copy. Everything else is
 // copied byte for byte, whitespace aside.
 func block(raw []byte, trie *blockTrie) []byte {
-	if rawjson.Kind(raw) != rawjson.Object || len(trie.kids) == 0 {
+	if jsonscan.Kind(raw) != jsonscan.Object || len(trie.kids) == 0 {
 		return raw
 	}
 	dst := make([]byte, 0, len(raw))
@@ -165,7 +165,7 @@ func (t *blockTrie) appendFiltered(dst, obj []byte) []byte {
 			return append(dst, val...), true
 		case kid.drop:
 			return dst, false
-		case len(kid.kids) > 0 && rawjson.Kind(val) == rawjson.Object:
+		case len(kid.kids) > 0 && jsonscan.Kind(val) == jsonscan.Object:
 			return kid.appendFiltered(dst, val), true
 		}
 		return append(dst, val...), true

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -70,8 +70,8 @@ func FuzzMessages(f *testing.F) {
 				if hi == 1 {
 					// Only the copy a decoder takes, the filtered one, is left.
 					seen := map[string]bool{}
-					for it := rawjson.Members(msgs[0].Payload); it.Next(); {
-						k := rawjson.Key(it.Key())
+					for it := jsonscan.Members(msgs[0].Payload); it.Next(); {
+						k := jsonscan.Key(it.Key())
 						if (k == "node" || k == "resources") && seen[k] {
 							t.Fatalf("the filtered body still has two %q members: %q", k, msgs[0].Payload)
 						}

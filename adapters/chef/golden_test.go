@@ -21,8 +21,8 @@ import (
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 	"github.com/opsfirehose/firehose/strictyaml"
 )
 
@@ -72,7 +72,7 @@ func goldenLines(msgs []bus.Message) string {
 		shown := payloadOrDigest(m.Payload)
 		b.WriteString(m.Topic + "\t" + strconv.FormatBool(m.Retain) + "\t" + shown)
 		if strings.HasPrefix(shown, "sha256:") {
-			if sum, ok := rawjson.Get(m.Payload, chefpayload.SummaryKey); ok {
+			if sum, ok := jsonscan.Get(m.Payload, chefpayload.SummaryKey); ok {
 				b.WriteString("\t" + chefpayload.SummaryKey + "=" + string(sum))
 			}
 		}
@@ -189,7 +189,7 @@ func TestAutomateVerdicts(t *testing.T) {
 			continue
 		}
 		var want, got map[string]any
-		published, _ := rawjson.Get(msgs[0].Payload, chefpayload.SummaryKey)
+		published, _ := jsonscan.Get(msgs[0].Payload, chefpayload.SummaryKey)
 		if err := json.Unmarshal([]byte(summary), &want); err != nil {
 			t.Fatal(err)
 		}

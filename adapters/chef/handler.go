@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,8 @@ import (
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/lifecycle"
+	"github.com/opsfirehose/firehose/payloads"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -54,8 +55,9 @@ type Handler struct {
 	// owners is nil when no team owns anything; rollout nil when off.
 	owners  *owners
 	rollout *rolloutStore
-	// ran is set once Run started: Close publishes the last tallies then.
-	ran atomic.Bool
+	// work is what Start begins (reloads, tallies); Close ends it before
+	// publishing the last tallies.
+	work lifecycle.Background
 }
 
 // New validates the config and prepares the handler. With teams owning
@@ -115,11 +117,19 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	return h, nil
 }
 
-// Run reloads the policy lock files when they change, and publishes the
+// Start reloads the policy lock files when they change, and publishes the
 // retained tally of each cookbook whose counts changed (at once every tally
-// it has, so that a restarted broker has them again), until ctx is done.
-func (h *Handler) Run(ctx context.Context) error {
-	h.ran.Store(true)
+// it has, so that a restarted broker has them again), in the background until
+// Close. ctx bounds the start only. Calling it again does nothing.
+func (h *Handler) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("chef: start: %w", err)
+	}
+	h.work.Start(ctx, h.run)
+	return nil
+}
+
+func (h *Handler) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if h.owners != nil {
 		wg.Go(func() { h.owners.run(ctx) })
@@ -143,7 +153,6 @@ func (h *Handler) Run(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	return nil
 }
 
 // publishTallies publishes, retained, every tally changed since the last
@@ -173,13 +182,18 @@ func (h *Handler) publishTallies(ctx context.Context) {
 	h.metrics.messages.Add(float64(len(msgs)))
 }
 
-// Close publishes the tallies still to publish, within ctx, and closes the
-// rollout store. Call it after the HTTP server stopped and Run returned.
+// Close stops what Start began, publishes the tallies still to publish,
+// within ctx, and closes the rollout store. Call it after the HTTP server
+// stopped, and before the publisher closes.
 func (h *Handler) Close(ctx context.Context) error {
+	started, err := h.work.Stop(ctx)
+	if err != nil {
+		return fmt.Errorf("chef: close: %w", err)
+	}
 	if h.rollout == nil {
 		return nil
 	}
-	if h.ran.Load() {
+	if started {
 		h.publishTallies(ctx)
 	}
 	return h.rollout.close()
@@ -232,9 +246,9 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := h.prepare(body)
 	if err != nil {
-		var perr *chefpayload.Error
+		var perr *payloads.FieldError
 		if !errors.As(err, &perr) {
-			perr = &chefpayload.Error{Msg: err.Error()}
+			perr = &payloads.FieldError{Msg: err.Error()}
 		}
 		reason := "invalid"
 		if perr == chefpayload.ErrUnknownType {
@@ -248,6 +262,7 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 	if err := h.pub.Publish(r.Context(), msgs...); err != nil {
 		p.settle(false)
 		h.metrics.rejected.WithLabelValues("publish").Inc()
+		h.metrics.intake.PublishFailed(err)
 		h.log.Warn().Err(err).Str("type", msg.Kind().String()).Str("remote", r.RemoteAddr).
 			Msg("data-collector message not published; the sender will retry")
 		httpserver.WritePublishError(w, err)
@@ -255,6 +270,7 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 	}
 	p.settle(true)
 	h.metrics.reports.WithLabelValues(msg.Kind().String()).Inc()
+	h.metrics.intake.Accepted(1)
 	h.metrics.messages.Add(float64(len(msgs)))
 	for _, m := range msgs {
 		h.log.Debug().Str("topic", m.Topic).Int("bytes", len(m.Payload)).Bool("retained", m.Retain).
@@ -273,7 +289,7 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 // debug: they are the sender's to fix, and a fleet can send thousands.
 func (h *Handler) warned(r *http.Request, msg chefpayload.Message, warns []chefpayload.Warning, token string) {
 	for _, w := range warns {
-		h.metrics.warnings.WithLabelValues(Source, w.Reason).Inc()
+		h.metrics.intake.Warnings.WithLabelValues(w.Reason).Inc()
 	}
 	if e := h.log.Debug(); e.Enabled() {
 		arr := zerolog.Arr()
@@ -375,6 +391,7 @@ func (h *Handler) messages(body []byte) (chefpayload.Message, []bus.Message, err
 // refused logs a refused request at info, without its body.
 func (h *Handler) refused(r *http.Request, reason, token, msg, field string) {
 	h.metrics.rejected.WithLabelValues(reason).Inc()
+	h.metrics.intake.Rejected()
 	h.log.Info().Str("reason", reason).Str("error", msg).Str("field", field).Str("token", token).
 		Str("remote", r.RemoteAddr).Str("request_id", r.Header.Get("X-Remote-Request-Id")).
 		Msg("data-collector request refused")
@@ -384,9 +401,10 @@ type metrics struct {
 	reports  *prometheus.CounterVec
 	messages prometheus.Counter
 	rejected *prometheus.CounterVec
-	// warnings is the intake family shared by every source:
+	// intake is the family every source shares:
+	// firehose_intake_messages_total{source, outcome} and
 	// firehose_intake_warnings_total{source, reason}.
-	warnings *prometheus.CounterVec
+	intake *intake.Metrics
 	// The teams' and rollout's.
 	reloads     *prometheus.CounterVec
 	untracked   prometheus.Counter
@@ -407,10 +425,7 @@ func newMetrics() *metrics {
 			Name: "firehose_chef_requests_rejected_total",
 			Help: "Data-collector requests refused, by reason (auth, body, invalid, unknown_type, publish).",
 		}, []string{"reason"}),
-		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_intake_warnings_total",
-			Help: "Problems found in messages that were published all the same, by source and reason.",
-		}, []string{"source", "reason"}),
+		intake: intake.NewMetrics(Source),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "firehose_chef_policy_lock_reloads_total",
 			Help: "Reloads of the policy lock files after they changed, by result (ok, error: the previous ownership stays).",
@@ -442,25 +457,11 @@ func (m *metrics) registerStore(reg prometheus.Registerer, s *rolloutStore) {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	// Another source may have registered the family first: share it.
-	if err := reg.Register(m.warnings); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return err
-		}
-		shared, ok := are.ExistingCollector.(*prometheus.CounterVec)
-		if !ok {
-			return err
-		}
-		m.warnings = shared
+	if err := intake.Register(reg, append(m.intake.Collectors(), m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors)...); err != nil {
+		return err
 	}
 	for _, r := range chefpayload.Reasons {
-		m.warnings.WithLabelValues(Source, r) // every reason shows, at 0
+		m.intake.Warnings.WithLabelValues(r) // every reason shows, at 0
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package chef
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,7 +61,7 @@ func startBridgeWith(t *testing.T, cfg Config, dataDir string) *bridge {
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	t.Cleanup(func() { _ = h.Close(t.Context()) })
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	return &bridge{bus: b, srv: srv, h: h, reg: reg, dataDir: dataDir}
 }
 
@@ -400,7 +401,7 @@ func mustRequest(t *testing.T, method, url string) *http.Request {
 // never a 2xx.
 func TestPublishFailure(t *testing.T) {
 	br := startBridge(t, DefaultConfig())
-	if err := br.bus.Close(); err != nil {
+	if err := br.bus.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	start, _ := os.ReadFile("testdata/01_run_start_chef12_ubuntu/input.json")

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
+	"github.com/opsfirehose/firehose/payloads"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -37,7 +38,7 @@ type builder struct {
 }
 
 // build returns every bus message one data-collector message produces, or an
-// *chefpayload.Error when a topic cannot be built from it. A converge's
+// *payloads.FieldError when a topic cannot be built from it. A converge's
 // rollout events are given by the caller, who tracks versions.
 func (b *builder) build(m chefpayload.Message, now time.Time, rollout []rolloutEvent) ([]bus.Message, error) {
 	switch m := m.(type) {
@@ -171,9 +172,9 @@ func (b *builder) rewrite(c *chefpayload.RunConverge, blame *chefpayload.FailedC
 		}
 	}
 	if c.Node.Raw != nil && (len(b.levels) > 0 || redactKeys) {
-		it := rawjson.Members(c.Node.Raw)
+		it := jsonscan.Members(c.Node.Raw)
 		for it.Next() {
-			level := rawjson.Key(it.Key())
+			level := jsonscan.Key(it.Key())
 			if !slices.Contains(levels, level) {
 				continue
 			}
@@ -256,11 +257,11 @@ func appendJSON(dst []byte, v any) []byte {
 func resourceHead(c *chefpayload.RunConverge) []byte {
 	h := make([]byte, 0, 256)
 	h = append(h, `{"run_id":`...)
-	h = rawjson.AppendString(h, c.RunID)
+	h = jsonscan.AppendString(h, c.RunID)
 	h = append(h, `,"node_name":`...)
-	h = rawjson.AppendString(h, c.NodeName)
+	h = jsonscan.AppendString(h, c.NodeName)
 	h = append(h, `,"organization_name":`...)
-	h = rawjson.AppendString(h, c.OrganizationName)
+	h = jsonscan.AppendString(h, c.OrganizationName)
 	h = append(h, `,"policy_name":`...)
 	h = appendOptString(h, c.PolicyName)
 	h = append(h, `,"policy_group":`...)
@@ -272,7 +273,7 @@ func appendOptString(dst []byte, s *string) []byte {
 	if s == nil {
 		return append(dst, "null"...)
 	}
-	return rawjson.AppendString(dst, *s)
+	return jsonscan.AppendString(dst, *s)
 }
 
 // Summary is the retained chef/<org>/<node>/status payload: the node's last
@@ -354,7 +355,7 @@ func dedupID(id string, body []byte, k chefpayload.Kind) string {
 func topicError(err error, prefix string) error {
 	var le *topics.LevelError
 	if !errors.As(err, &le) {
-		return &chefpayload.Error{Msg: err.Error()}
+		return &payloads.FieldError{Msg: err.Error()}
 	}
 	field := le.Level
 	switch le.Level {
@@ -368,5 +369,5 @@ func topicError(err error, prefix string) error {
 	if prefix != "" && (le.Level == "cookbook" || le.Level == "status") {
 		field = prefix + "." + field
 	}
-	return &chefpayload.Error{Field: field, Msg: field + ": " + le.Err.Error()}
+	return &payloads.FieldError{Field: field, Msg: field + ": " + le.Err.Error()}
 }

@@ -3,7 +3,7 @@ package chef
 import (
 	"regexp"
 
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // redactor rewrites raw JSON with the values of secret-looking keys replaced.
@@ -22,17 +22,17 @@ func (r *redactor) on() bool { return r != nil && (r.keys != nil || r.dropDelta)
 // value appends raw to dst with every object member, at any depth, whose
 // decoded key matches replaced by "*redacted*". Keys are kept as written.
 func (r *redactor) value(dst, raw []byte) []byte {
-	switch rawjson.Kind(raw) {
-	case rawjson.Object:
+	switch jsonscan.Kind(raw) {
+	case jsonscan.Object:
 		return rewriteMembers(dst, raw, func(dst []byte, key string, val []byte) ([]byte, bool) {
 			if r.keys.MatchString(key) {
 				return append(dst, redactedJSON...), true
 			}
 			return r.value(dst, val), true
 		})
-	case rawjson.Array:
+	case jsonscan.Array:
 		dst = append(dst, '[')
-		it := rawjson.Elements(raw)
+		it := jsonscan.Elements(raw)
 		for it.Next() {
 			if it.Index() > 0 {
 				dst = append(dst, ',')
@@ -41,7 +41,7 @@ func (r *redactor) value(dst, raw []byte) []byte {
 		}
 		return append(dst, ']')
 	}
-	return append(dst, rawjson.Trim(raw)...)
+	return append(dst, jsonscan.Trim(raw)...)
 }
 
 // attributes redacts one attribute level of the node object.
@@ -56,7 +56,7 @@ func (r *redactor) attributes(raw []byte) []byte {
 // its delta when deltas are dropped. It returns raw itself when there is
 // nothing to change.
 func (r *redactor) resource(raw []byte) []byte {
-	if !r.on() || rawjson.Kind(raw) != rawjson.Object {
+	if !r.on() || jsonscan.Kind(raw) != jsonscan.Object {
 		return raw
 	}
 	return rewriteMembers(make([]byte, 0, len(raw)), raw, func(dst []byte, key string, val []byte) ([]byte, bool) {
@@ -76,7 +76,7 @@ func (r *redactor) resource(raw []byte) []byte {
 func rewriteMembers(dst, obj []byte, value func(dst []byte, key string, val []byte) ([]byte, bool)) []byte {
 	dst = append(dst, '{')
 	n := 0
-	it := rawjson.Members(obj)
+	it := jsonscan.Members(obj)
 	for it.Next() {
 		mark := len(dst)
 		if n > 0 {
@@ -84,7 +84,7 @@ func rewriteMembers(dst, obj []byte, value func(dst []byte, key string, val []by
 		}
 		dst = append(append(append(dst, '"'), it.Key()...), '"', ':')
 		var keep bool
-		if dst, keep = value(dst, rawjson.Key(it.Key()), it.Value()); !keep {
+		if dst, keep = value(dst, jsonscan.Key(it.Key()), it.Value()); !keep {
 			dst = dst[:mark]
 			continue
 		}
@@ -96,6 +96,6 @@ func rewriteMembers(dst, obj []byte, value func(dst []byte, key string, val []by
 // hasDiff reports whether a delta holds anything: null and "" are kept as
 // they are, so that consumers still tell "no change" from "redacted".
 func hasDiff(delta []byte) bool {
-	s, ok := rawjson.Str(delta)
-	return rawjson.Kind(delta) != rawjson.Null && (!ok || s != "")
+	s, ok := jsonscan.Str(delta)
+	return jsonscan.Kind(delta) != jsonscan.Null && (!ok || s != "")
 }

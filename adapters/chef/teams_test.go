@@ -2,6 +2,7 @@ package chef
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -50,7 +51,7 @@ func newTeamsHandler(t testing.TB, cfg Config, dataDir string, pub bus.Publisher
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = h.Close(t.Context()) })
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	return h
 }
 
@@ -231,7 +232,7 @@ func TestRolloutWaitsForThePublish(t *testing.T) {
 	dir := t.TempDir()
 	converge := readFixture(t, "testdata/03_run_converge_failure_chef15_policyfile_macos/input.json")
 	down := startBridgeWith(t, DefaultConfig(), dir)
-	if err := down.bus.Close(); err != nil {
+	if err := down.bus.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := postLikeChef(t, down.srv.URL+Path, converge, "x"); code != http.StatusServiceUnavailable {

@@ -2,17 +2,12 @@ package configdb
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
-
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/credentials"
 )
 
 // Identity is who made a request: recorded as the author of changes.
@@ -43,50 +38,36 @@ const anonymous = "anonymous"
 // HTTP Basic against the bcrypt users.
 type authenticator struct {
 	open   bool
-	tokens []staticToken
+	tokens credentials.Tokens[Identity]
 	// shared are http.tokens, accepted as writers when configdb.auth
 	// configures nothing: a token set for the whole listener must not leave
 	// ConfigDB open.
 	shared  *httpserver.Tokens
-	users   map[string]*account
+	users   map[string]Identity
 	checker TokenChecker
 
-	// verified caches a salted digest of the last password that passed
-	// bcrypt per user: Hiera sends one request per lookup, and bcrypt costs
+	// passwords checks HTTP Basic passwords and remembers the last that
+	// passed per user: Hiera sends one request per lookup, and bcrypt costs
 	// tens of milliseconds each.
-	verifiedMu sync.Mutex
-	verified   map[*account][32]byte
-	salt       [16]byte
+	passwords *credentials.Verifier
 }
-
-type staticToken struct {
-	digest [32]byte
-	id     Identity
-}
-
-type account struct {
-	hash []byte
-	id   Identity
-}
-
-// dummyHash is compared against when a user does not exist, so that the time
-// taken does not reveal which users exist.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("firehose"), bcrypt.MinCost)
 
 func newAuthenticator(cfg AuthConfig, checker TokenChecker, shared *httpserver.Tokens) *authenticator {
-	a := &authenticator{users: map[string]*account{}, checker: checker, verified: map[*account][32]byte{}}
-	_, _ = rand.Read(a.salt[:])
+	a := &authenticator{users: map[string]Identity{}, checker: checker}
 	for _, t := range cfg.Tokens {
 		name := t.Name
 		if name == "" {
 			name = "token"
 		}
-		a.tokens = append(a.tokens, staticToken{digest: sha256.Sum256([]byte(t.Token)), id: Identity{Name: name, Role: t.Role}})
+		a.tokens.Add(t.Token, Identity{Name: name, Role: t.Role})
 	}
+	hashes := make(map[string]string, len(cfg.Users))
 	for _, u := range cfg.Users {
-		a.users[u.Username] = &account{hash: []byte(u.PasswordHash), id: Identity{Name: u.Username, Role: u.Role}}
+		a.users[u.Username] = Identity{Name: u.Username, Role: u.Role}
+		hashes[u.Username] = u.PasswordHash
 	}
-	if len(a.tokens) == 0 && len(a.users) == 0 && checker == nil {
+	a.passwords = credentials.NewVerifier(hashes)
+	if a.tokens.Len() == 0 && len(a.users) == 0 && checker == nil {
 		if shared != nil && shared.Required() {
 			a.shared = shared
 		} else {
@@ -125,15 +106,8 @@ func (a *authenticator) authenticate(r *http.Request) (Identity, *authFailure) {
 }
 
 func (a *authenticator) checkToken(ctx context.Context, token string) (Identity, *authFailure) {
-	d := sha256.Sum256([]byte(token))
-	match := -1
-	for i := range a.tokens {
-		if subtle.ConstantTimeCompare(d[:], a.tokens[i].digest[:]) == 1 {
-			match = i
-		}
-	}
-	if match >= 0 {
-		return a.tokens[match].id, nil
+	if id, ok := a.tokens.Check(token); ok {
+		return id, nil
 	}
 	if a.shared != nil {
 		if name, ok := a.shared.Check(token); ok {
@@ -157,25 +131,12 @@ func (a *authenticator) checkToken(ctx context.Context, token string) (Identity,
 }
 
 func (a *authenticator) checkBasic(user, password string) (Identity, *authFailure) {
-	acct := a.users[user]
-	if acct == nil {
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+	// An unknown user costs a bcrypt too, so that timing does not reveal
+	// which users exist.
+	if !a.passwords.Verify(user, []byte(password)) {
 		return Identity{}, &authFailure{http.StatusForbidden, "invalid username or password"}
 	}
-	digest := sha256.Sum256(append(a.salt[:], password...))
-	a.verifiedMu.Lock()
-	known, ok := a.verified[acct]
-	a.verifiedMu.Unlock()
-	if ok && subtle.ConstantTimeCompare(known[:], digest[:]) == 1 {
-		return acct.id, nil
-	}
-	if bcrypt.CompareHashAndPassword(acct.hash, []byte(password)) != nil {
-		return Identity{}, &authFailure{http.StatusForbidden, "invalid username or password"}
-	}
-	a.verifiedMu.Lock()
-	a.verified[acct] = digest
-	a.verifiedMu.Unlock()
-	return acct.id, nil
+	return a.users[user], nil
 }
 
 // authorize checks the role against the method: readers may only read.

@@ -6,10 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/configdb"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -155,14 +154,7 @@ func (t *Token) Validate() error {
 // Validate checks one user.
 func (u *User) Validate() error {
 	var p strictyaml.Problems
-	if u.Username == "" {
-		p.Add("username", "required")
-	}
-	if u.PasswordHash == "" {
-		p.Add("password_hash", "required; make one with `bridge passwd`")
-	} else if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
-		p.Add("password_hash", "not a bcrypt hash (%v); make one with `bridge passwd`", err)
-	}
+	credentials.ValidateUser(&p, u.Username, u.PasswordHash)
 	validRole(&p, u.Role)
 	return p.Err()
 }

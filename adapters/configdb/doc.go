@@ -9,7 +9,7 @@
 //
 // A write answers 2xx once its change and its event are committed together:
 // the event is then safe in the outbox, and is published before the answer
-// when the bus takes it, or retried by Run until it does.
+// when the bus takes it, or retried by the relay (from Start to Close) until it does.
 //
 // It must not build topics by hand (the store does, through topics/) nor talk
 // to a broker other than through bus.Publisher.

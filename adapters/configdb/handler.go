@@ -18,6 +18,7 @@ import (
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/configdb"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/lifecycle"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -53,6 +54,8 @@ type Handler struct {
 	auth    *authenticator
 	relay   *relay
 	maxBody int64
+	// work is the relay, from Start to Close.
+	work lifecycle.Background
 }
 
 // DatabaseDSN is the database a config uses: Config.DSN, or the SQLite
@@ -68,8 +71,8 @@ func DatabaseDSN(cfg Config, dataDir string) string {
 }
 
 // Open opens (and migrates) the database and prepares the handler. Unlike
-// other adapters' New, it does I/O, hence ctx. Close releases the database;
-// Run publishes what the outbox holds.
+// other adapters' New, it does I/O, hence ctx. Start publishes what the
+// outbox holds; Close stops that and releases the database.
 func Open(ctx context.Context, cfg Config, opts Options) (*Handler, error) {
 	if opts.Publisher == nil {
 		return nil, errors.New("configdb: a Publisher is required")
@@ -145,16 +148,25 @@ func (h *Handler) Register(mux interface {
 	mux.Handle(BasePath+"/", h)
 }
 
-// Run publishes the events waiting in the outbox, and keeps retrying those
-// that fail, until ctx ends. Start it with the bridge; stop it before the
-// broker closes.
-func (h *Handler) Run(ctx context.Context) error {
-	h.relay.run(ctx)
+// Start publishes the events waiting in the outbox, and keeps retrying those
+// that fail, in the background until Close; ctx bounds the start only. Start
+// it with the bridge; close it before the publisher closes.
+func (h *Handler) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("configdb: start: %w", err)
+	}
+	h.work.Start(ctx, h.relay.run)
 	return nil
 }
 
-// Close closes the database.
-func (h *Handler) Close() error { return h.store.Close() }
+// Close stops the relay, waiting for it until ctx is done (events it has not
+// published stay in the outbox), then closes the database.
+func (h *Handler) Close(ctx context.Context) error {
+	if _, err := h.work.Stop(ctx); err != nil {
+		return fmt.Errorf("configdb: close: %w", err)
+	}
+	return h.store.Close()
+}
 
 // Store is the handler's database, for tools and tests.
 func (h *Handler) Store() *configdb.Store { return h.store }

@@ -63,18 +63,16 @@ func startServer(t *testing.T, dsn string, so serverOptions) *server {
 	mux := http.NewServeMux()
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	if so.noRun {
-		close(done)
-	} else {
-		go func() { _ = h.Run(ctx); close(done) }()
+	if !so.noRun {
+		if err := h.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		srv.Close()
-		cancel()
-		<-done
-		_ = h.Close()
+		if err := h.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
 	})
 	return &server{t: t, h: h, bus: b, url: srv.URL + BasePath, headers: map[string]string{}}
 }

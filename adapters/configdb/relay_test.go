@@ -36,13 +36,7 @@ func (f *flakyPublisher) Publish(ctx context.Context, msgs ...bus.Message) error
 // waitFor polls a condition of a component that works in the background.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testkit.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // between probes of the relay's progress
-	}
+	testkit.Eventually(t, cond, "%s", what)
 }
 
 func pending(t *testing.T, h *Handler) int {
@@ -116,7 +110,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 			t.Fatal(resp.Status)
 		}
 		srv.Close()
-		if err := h1.Close(); err != nil {
+		if err := h1.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		b.Barrier(t, ch, "configdb/barrier")
@@ -125,11 +119,10 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer h2.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = h2.Run(ctx); close(done) }()
-		defer func() { cancel(); <-done }()
+		defer func() { _ = h2.Close(context.Background()) }()
+		if err := h2.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		if got := testkit.Next(t, ch); got.Topic != "configdb/components/1/created" {
 			t.Fatal(got.Topic)
 		}

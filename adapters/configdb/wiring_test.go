@@ -40,10 +40,12 @@ func TestWiredLikeTheBridge(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Register(srv)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = h.Run(ctx); close(done) }()
-	srv.Start()
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 
 	base := "http://" + srv.Addr() + BasePath
 	do := func(method, path, body string, want int) string {
@@ -71,18 +73,16 @@ func TestWiredLikeTheBridge(t *testing.T) {
 		t.Fatal(got)
 	}
 
-	// Shutdown in pipeline order: HTTP, then the relay, then the database.
+	// Close in pipeline order: HTTP, then the relay and the database.
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := srv.Close(sctx); err != nil {
 		t.Fatal(err)
 	}
-	stop()
-	<-done
-	if err := h.Close(); err != nil {
+	if err := h.Close(sctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Close(); err != nil {
+	if err := h.Close(t.Context()); err != nil {
 		t.Fatalf("a second Close: %v", err)
 	}
 	families, err := reg.Gather()

@@ -13,15 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/gerrit"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -60,42 +57,18 @@ type Options = intake.Options
 
 // Handler serves POST /gerrit/v1/events. It is safe for concurrent use.
 type Handler struct {
-	cfg       Config
-	pub       bus.Publisher
-	log       zerolog.Logger
-	tokens    *httpserver.Tokens
-	now       func() time.Time
-	topics    topics.Gerrit
-	published prometheus.Counter
+	intake.Base
+	cfg    Config
+	topics topics.Gerrit
 }
 
 // New validates the config and prepares the handler; it does no I/O.
 func New(cfg Config, opts Options) (*Handler, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("gerrit: %w", err)
-	}
-	if opts.Publisher == nil {
-		return nil, errors.New("gerrit: no publisher")
-	}
-	h := &Handler{
-		cfg: cfg, pub: opts.Publisher, log: opts.Logger, tokens: opts.Tokens, now: opts.Clock(),
-		topics: topics.Gerrit{Prefix: cfg.TopicPrefix},
-		published: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_gerrit_events_published_total",
-			Help: "Gerrit events published on the bus.",
-		}),
-	}
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(h.published); err != nil {
-			return nil, fmt.Errorf("gerrit metrics: %w", err)
-		}
+	h := &Handler{cfg: cfg, topics: topics.Gerrit{Prefix: cfg.TopicPrefix}}
+	if err := h.Init(Source, cfg.Validate(), intake.Endpoint{Path: Path, TokenHeaders: []string{TokenHeader, SharedTokenHeader}, Handler: h}, opts); err != nil {
+		return nil, err
 	}
 	return h, nil
-}
-
-// Register adds POST /gerrit/v1/events to mux.
-func (h *Handler) Register(mux interface{ Handle(string, http.Handler) }) {
-	mux.Handle("POST "+Path, h)
 }
 
 // errorBody is httpserver.ErrorBody plus the line of an NDJSON body at fault.
@@ -113,30 +86,28 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Header.Set(TokenHeader, t)
 		}
 	}
-	client, ok := httpserver.Authenticate(w, r, h.tokens, "Authorization", TokenHeader, SharedTokenHeader)
+	client, body, ok := h.Receive(w, r, h.cfg.MaxBody)
 	if !ok {
-		h.refused(r, client, "authentication")
-		return
-	}
-	body, ok := httpserver.ReadBody(w, r, h.cfg.MaxBody)
-	if !ok {
-		h.refused(r, client, "body")
 		return
 	}
 	events, err := payload.Parse(body, h.cfg.MaxBatch)
 	if errors.Is(err, payload.ErrTooMany) {
-		h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Msg("gerrit request refused: over max_batch")
+		h.Refused(r, client, "max_batch", err)
 		httpserver.WriteError(w, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("more than %d events in one request, over gerrit.max_batch; send smaller batches", h.cfg.MaxBatch), "")
 		return
 	}
 	if err != nil {
-		var e *payload.Error
-		errors.As(err, &e)
+		// Parse returns a *payloads.FieldError; anything else is answered
+		// without a field rather than trusted to be one.
+		var e *payloads.FieldError
+		if !errors.As(err, &e) {
+			e = &payloads.FieldError{}
+		}
 		h.reject(w, r, client, errorBody{Error: err.Error(), Field: e.Field, Line: e.Line})
 		return
 	}
-	now := h.now()
+	now := h.Now()
 	msgs := make([]bus.Message, len(events))
 	for i, ev := range events {
 		topic, err := h.topics.Event(ev.Project, ev.Type)
@@ -150,24 +121,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		msgs[i] = bus.NewMessage(Source, dedupID(ev.Raw), topic, ev.Raw, now)
-		h.log.Debug().Str("topic", topic).Int("line", ev.Line).Msg("gerrit event")
+		h.Log.Debug().Str("topic", topic).Int("line", ev.Line).Msg("gerrit event")
 	}
-	if err := h.pub.Publish(r.Context(), msgs...); err != nil {
-		h.log.Warn().Err(err).Int("events", len(msgs)).Str("client", client).Msg("gerrit events not published")
-		httpserver.WritePublishError(w, err)
+	if !h.Publish(w, r, client, len(msgs), msgs...) {
 		return
 	}
-	h.published.Add(float64(len(msgs)))
 	httpserver.WriteJSON(w, http.StatusOK, map[string]int{"accepted": len(msgs)})
 }
 
+// reject answers 400 with the line at fault, which Base.BadRequest's body
+// has no place for.
 func (h *Handler) reject(w http.ResponseWriter, r *http.Request, client string, body errorBody) {
-	h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Str("error", body.Error).Msg("gerrit request refused")
+	h.Refused(r, client, "input", errors.New(body.Error))
 	httpserver.WriteJSON(w, http.StatusBadRequest, body)
-}
-
-func (h *Handler) refused(r *http.Request, client, why string) {
-	h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Str("stage", why).Msg("gerrit request refused")
 }
 
 // dedupID is the same whenever the same event is sent again, so JetStream

@@ -163,7 +163,7 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 func TestBusDown(t *testing.T) {
 	b := testbus.Start(t)
 	srv := serve(t, b, DefaultConfig(), nil)
-	if err := b.Close(); err != nil {
+	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	code, header, resp := testintake.Post(t, srv.URL+Path, `{"type":"x","project":"p"}`, nil)

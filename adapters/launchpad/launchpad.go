@@ -13,15 +13,14 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/launchpad"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -55,85 +54,62 @@ type Options = intake.Options
 
 // Handler serves POST /launchpad/v1/events. It is safe for concurrent use.
 type Handler struct {
+	intake.Base
 	cfg       Config
-	pub       bus.Publisher
-	log       zerolog.Logger
-	tokens    *httpserver.Tokens
-	now       func() time.Time
 	topics    topics.Launchpad
 	published *prometheus.CounterVec
 }
 
 // New validates the config and prepares the handler; it does no I/O.
 func New(cfg Config, opts Options) (*Handler, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("launchpad: %w", err)
-	}
-	if opts.Publisher == nil {
-		return nil, errors.New("launchpad: no publisher")
-	}
 	h := &Handler{
-		cfg: cfg, pub: opts.Publisher, log: opts.Logger, tokens: opts.Tokens, now: opts.Clock(),
-		topics: topics.Launchpad{Prefix: cfg.TopicPrefix},
+		cfg: cfg, topics: topics.Launchpad{Prefix: cfg.TopicPrefix},
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "firehose_launchpad_notifications_published_total",
 			Help: "Launchpad notification mails published on the bus, by kind (bug or other).",
 		}, []string{"kind"}),
 	}
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(h.published); err != nil {
-			return nil, fmt.Errorf("launchpad metrics: %w", err)
-		}
+	if err := h.Init(Source, cfg.Validate(), intake.Endpoint{Path: Path, TokenHeaders: []string{TokenHeader, SharedTokenHeader}, Handler: h}, opts, h.published); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
 
-// Register adds POST /launchpad/v1/events to mux.
-func (h *Handler) Register(mux interface{ Handle(string, http.Handler) }) {
-	mux.Handle("POST "+Path, h)
-}
-
 // ServeHTTP authenticates, parses the mail and publishes its notification.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	client, ok := httpserver.Authenticate(w, r, h.tokens, "Authorization", TokenHeader, SharedTokenHeader)
+	client, ok := h.Authenticate(w, r)
 	if !ok {
-		h.refused(r, client, "authentication")
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !acceptedType(ct) {
-		h.refused(r, client, "content type")
+		h.Refused(r, client, "content type", nil)
 		httpserver.WriteError(w, http.StatusUnsupportedMediaType,
 			fmt.Sprintf("Content-Type %q: send the mail as %s", ct, ContentType), "Content-Type")
 		return
 	}
-	body, ok := httpserver.ReadBody(w, r, h.cfg.MaxBody)
+	body, ok := h.ReadBody(w, r, client, h.cfg.MaxBody)
 	if !ok {
-		h.refused(r, client, "body")
 		return
 	}
 	n, err := payload.Parse(body)
 	if err != nil {
-		var e *payload.Error
-		errors.As(err, &e)
-		h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Err(err).Msg("launchpad mail refused")
-		httpserver.WriteError(w, http.StatusBadRequest, err.Error(), e.Field)
+		field := ""
+		if e := (*payloads.FieldError)(nil); errors.As(err, &e) {
+			field = e.Field
+		}
+		h.BadRequest(w, r, client, err, field)
 		return
 	}
 	topic, err := h.topics.Event(n.Project, n.EventType, n.BugNumber)
 	if err != nil {
-		var le *topics.LevelError
 		field := ""
-		if errors.As(err, &le) {
+		if le := (*topics.LevelError)(nil); errors.As(err, &le) {
 			field = levelField[le.Level]
 		}
-		h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Err(err).Msg("launchpad mail refused")
-		httpserver.WriteError(w, http.StatusBadRequest, err.Error(), field)
+		h.BadRequest(w, r, client, err, field)
 		return
 	}
-	msg := bus.NewMessage(Source, n.ID, topic, n.Payload, h.now())
-	if err := h.pub.Publish(r.Context(), msg); err != nil {
-		h.log.Warn().Err(err).Str("topic", topic).Str("client", client).Msg("launchpad notification not published")
-		httpserver.WritePublishError(w, err)
+	if !h.Publish(w, r, client, 1, bus.NewMessage(Source, n.ID, topic, n.Payload, h.Now())) {
 		return
 	}
 	kind := "other"
@@ -141,7 +117,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		kind = payload.TypeBug
 	}
 	h.published.WithLabelValues(kind).Inc()
-	h.log.Debug().Str("topic", topic).Msg("launchpad notification")
+	h.Log.Debug().Str("topic", topic).Msg("launchpad notification")
 	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"accepted": 1, "topic": topic})
 }
 
@@ -161,8 +137,4 @@ func acceptedType(ct string) bool {
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && (mt == ContentType || mt == "text/plain" || mt == "application/octet-stream")
-}
-
-func (h *Handler) refused(r *http.Request, client, why string) {
-	h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Str("stage", why).Msg("launchpad request refused")
 }

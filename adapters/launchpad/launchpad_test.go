@@ -166,7 +166,7 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 func TestBusDown(t *testing.T) {
 	b := testbus.Start(t)
 	srv := serve(t, b, DefaultConfig(), nil)
-	if err := b.Close(); err != nil {
+	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	mail, _ := os.ReadFile("testdata/bug_new/input.eml")

@@ -18,15 +18,14 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/bytesize"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/subunit"
 	"github.com/opsfirehose/firehose/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
@@ -88,50 +87,32 @@ type Options = intake.Options
 
 // Handler serves POST /subunit/v1/events. It is safe for concurrent use.
 type Handler struct {
+	intake.Base
 	cfg       Config
-	pub       bus.Publisher
-	log       zerolog.Logger
-	tokens    *httpserver.Tokens
-	now       func() time.Time
 	topics    topics.Subunit
 	published *prometheus.CounterVec
 }
 
 // New validates the config and prepares the handler; it does no I/O.
 func New(cfg Config, opts Options) (*Handler, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("subunit: %w", err)
-	}
-	if opts.Publisher == nil {
-		return nil, errors.New("subunit: no publisher")
-	}
 	h := &Handler{
-		cfg: cfg, pub: opts.Publisher, log: opts.Logger, tokens: opts.Tokens, now: opts.Clock(),
-		topics: topics.Subunit{Prefix: cfg.TopicPrefix},
+		cfg: cfg, topics: topics.Subunit{Prefix: cfg.TopicPrefix},
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "firehose_subunit_results_published_total",
 			Help: "Subunit worker results published on the bus, by status and by input (json or stream).",
 		}, []string{"status", "input"}),
 	}
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(h.published); err != nil {
-			return nil, fmt.Errorf("subunit metrics: %w", err)
-		}
+	if err := h.Init(Source, cfg.Validate(), intake.Endpoint{Path: Path, TokenHeaders: []string{TokenHeader, SharedTokenHeader}, Handler: h}, opts, h.published); err != nil {
+		return nil, err
 	}
 	return h, nil
-}
-
-// Register adds POST /subunit/v1/events to mux.
-func (h *Handler) Register(mux interface{ Handle(string, http.Handler) }) {
-	mux.Handle("POST "+Path, h)
 }
 
 // ServeHTTP authenticates and takes a JSON result or a subunit v2 stream,
 // by Content-Type.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	client, ok := httpserver.Authenticate(w, r, h.tokens, "Authorization", TokenHeader, SharedTokenHeader)
+	client, ok := h.Authenticate(w, r)
 	if !ok {
-		h.refused(r, client, "authentication", nil)
 		return
 	}
 	// Any other type is JSON, as the Gerrit and Chef intakes take it, so
@@ -148,9 +129,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveJSON(w http.ResponseWriter, r *http.Request, client string) {
-	body, ok := httpserver.ReadBody(w, r, h.cfg.MaxBody)
+	body, ok := h.ReadBody(w, r, client, h.cfg.MaxBody)
 	if !ok {
-		h.refused(r, client, "body", nil)
 		return
 	}
 	res, err := payload.ParseResult(body)
@@ -188,7 +168,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client str
 		stream = &httpserver.LimitedReader{R: gz, Left: int64(h.cfg.MaxBody),
 			Err: &httpserver.BodyTooLargeError{Limit: h.cfg.MaxBody, What: "decompressed stream"}}
 	} else if enc != "" && enc != "identity" {
-		h.refused(r, client, "content encoding", nil)
+		h.Refused(r, client, "content encoding", nil)
 		httpserver.WriteError(w, http.StatusUnsupportedMediaType, "Content-Encoding "+enc+": only gzip is understood", "Content-Encoding")
 		return
 	}
@@ -198,7 +178,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, client str
 		return
 	}
 	if sum.Packets == 0 {
-		h.badRequest(w, r, client, &payload.FieldError{Field: "body", Msg: "empty subunit stream: nothing says whether the tests passed"})
+		h.badRequest(w, r, client, &payloads.FieldError{Err: payload.ErrInvalid, Field: "body", Msg: "empty subunit stream: nothing says whether the tests passed"})
 		return
 	}
 	res.Status = payload.ResultFailure
@@ -216,18 +196,15 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, client string,
 		if errors.As(err, &le) {
 			field = levelField[le.Level]
 		}
-		h.badRequest(w, r, client, &payload.FieldError{Field: field, Msg: err.Error()})
+		h.badRequest(w, r, client, &payloads.FieldError{Err: payload.ErrInvalid, Field: field, Msg: err.Error()})
 		return
 	}
 	body := res.Payload()
-	msg := bus.NewMessage(Source, dedupID(topic, body), topic, body, h.now())
-	if err := h.pub.Publish(r.Context(), msg); err != nil {
-		h.log.Warn().Err(err).Str("topic", topic).Str("client", client).Msg("subunit result not published")
-		httpserver.WritePublishError(w, err)
+	if !h.Publish(w, r, client, 1, bus.NewMessage(Source, dedupID(topic, body), topic, body, h.Now())) {
 		return
 	}
 	h.published.WithLabelValues(res.Status, input).Inc()
-	h.log.Debug().Str("topic", topic).Str("status", res.Status).Str("input", input).Msg("subunit result")
+	h.Log.Debug().Str("topic", topic).Str("status", res.Status).Str("input", input).Msg("subunit result")
 	answer := map[string]any{"accepted": 1, "topic": topic, "status": res.Status}
 	if sum != nil {
 		answer["summary"] = sum
@@ -248,26 +225,19 @@ var levelField = map[string]string{
 // client cut short.
 func (h *Handler) streamError(w http.ResponseWriter, r *http.Request, client string, err error) {
 	if errors.Is(err, httpserver.ErrBodyTooLarge) || errors.Is(err, payload.ErrTooManyRunning) {
-		h.refused(r, client, "body", err)
+		h.Refused(r, client, "body", err)
 		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, err.Error(), "")
 		return
 	}
-	h.badRequest(w, r, client, &payload.FieldError{Field: "body", Msg: err.Error()})
+	h.badRequest(w, r, client, &payloads.FieldError{Err: payload.ErrInvalid, Field: "body", Msg: err.Error()})
 }
 
 func (h *Handler) badRequest(w http.ResponseWriter, r *http.Request, client string, err error) {
-	var fe *payload.FieldError
 	field := ""
-	if errors.As(err, &fe) {
+	if fe := (*payloads.FieldError)(nil); errors.As(err, &fe) {
 		field = fe.Field
 	}
-	h.refused(r, client, "input", err)
-	httpserver.WriteError(w, http.StatusBadRequest, err.Error(), field)
-}
-
-func (h *Handler) refused(r *http.Request, client, stage string, err error) {
-	h.log.Info().Str("remote", r.RemoteAddr).Str("client", client).Str("stage", stage).AnErr("error", err).
-		Msg("subunit request refused")
+	h.BadRequest(w, r, client, err, field)
 }
 
 // dedupID is the same when a worker posts the same result again.

@@ -291,7 +291,7 @@ func writeFile(t *testing.T, size int) string {
 func TestBusDown(t *testing.T) {
 	b := testbus.Start(t)
 	srv := serve(t, b, DefaultConfig(), nil)
-	if err := b.Close(); err != nil {
+	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	code, header, _ := testintake.Post(t, srv.URL+Path, []byte(`{"worker":"w","project":"a/b","change":1,"status":"success","build_uuid":"u","source_url":"s"}`), nil)

@@ -46,7 +46,7 @@ func startStack() (_ *stack, err error) {
 			s.close()
 		}
 	}()
-	if err := b.Start(); err != nil {
+	if err := b.Start(context.Background()); err != nil {
 		return nil, err
 	}
 	acfg := ansible.DefaultConfig()
@@ -120,6 +120,6 @@ func (s *stack) close() {
 		}
 	}
 	if s.broker != nil {
-		_ = s.broker.Close()
+		_ = s.broker.Close(context.Background())
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // TestMain lets the test binary serve as the benchmark's child servers, as
@@ -63,13 +63,13 @@ func TestBigConverge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(big) < 3_000_000 || len(big) > 3_001_000 || !rawjson.Valid(big) {
+	if len(big) < 3_000_000 || len(big) > 3_001_000 || !jsonscan.Valid(big) {
 		t.Fatalf("%d bytes", len(big))
 	}
-	if v, ok := rawjson.Path(big, "node", "automatic", "bench_packages", "pkg-0000001", "arch"); !ok || string(v) != `"amd64"` {
+	if v, ok := jsonscan.Path(big, "node", "automatic", "bench_packages", "pkg-0000001", "arch"); !ok || string(v) != `"amd64"` {
 		t.Fatalf("the packages are not in node.automatic: %s", v)
 	}
-	if v, _ := rawjson.Path(big, "node", "automatic", "chef_packages", "chef", "version"); string(v) != `"12.21.3"` {
+	if v, _ := jsonscan.Path(big, "node", "automatic", "chef_packages", "chef", "version"); string(v) != `"12.21.3"` {
 		t.Fatalf("the rest of node.automatic moved: %s", v)
 	}
 }

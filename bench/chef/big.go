@@ -8,19 +8,19 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // bigConverge grows fixture's node.automatic with synthetic Ohai package
 // entries until the body is at least size bytes: a converge from a node with
 // a big Ohai tree, as the fixtures README describes (over 3 MB in the field).
 func bigConverge(fixture []byte, size int) ([]byte, error) {
-	node, ok := rawjson.Get(fixture, "node")
+	node, ok := jsonscan.Get(fixture, "node")
 	if !ok {
 		return nil, errors.New("the fixture has no node")
 	}
-	auto, ok := rawjson.Get(node, "automatic")
-	if !ok || rawjson.Kind(auto) != rawjson.Object {
+	auto, ok := jsonscan.Get(node, "automatic")
+	if !ok || jsonscan.Kind(auto) != jsonscan.Object {
 		return nil, errors.New("the fixture has no node.automatic")
 	}
 	// auto aliases fixture, so their capacities give its offset; its first
@@ -42,7 +42,7 @@ func bigConverge(fixture []byte, size int) ([]byte, error) {
 	grow = append(grow, "},"...)
 	out := make([]byte, 0, len(fixture)+len(grow))
 	out = append(append(append(out, fixture[:at]...), grow...), fixture[at:]...)
-	if !rawjson.Valid(out) {
+	if !jsonscan.Valid(out) {
 		return nil, errors.New("the grown converge is not valid JSON")
 	}
 	return out, nil

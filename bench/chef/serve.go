@@ -68,7 +68,7 @@ func serve(mode string) error {
 		if err != nil {
 			return err
 		}
-		if err := b.Start(); err != nil {
+		if err := b.Start(context.Background()); err != nil {
 			return err
 		}
 		cfg, opts := chefadapter.DefaultConfig(), chefadapter.Options{Options: intake.Options{Publisher: b, Logger: zerolog.Nop()}}
@@ -89,20 +89,20 @@ func serve(mode string) error {
 		if err != nil {
 			return err
 		}
-		runCtx, stopRun := context.WithCancel(context.Background())
-		ran := make(chan struct{})
-		go func() { defer close(ran); _ = h.Run(runCtx) }()
+		if err := h.Start(context.Background()); err != nil {
+			return err
+		}
 		h.Register(srv)
-		srv.Start()
+		if err := srv.Start(context.Background()); err != nil {
+			return err
+		}
 		httpAddr, mqttAddr = srv.Addr(), b.Addr("mqtt")
 		stop = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_ = srv.Shutdown(ctx)
-			stopRun()
-			<-ran
+			_ = srv.Close(ctx)
 			_ = h.Close(ctx)
-			_ = b.Close()
+			_ = b.Close(ctx)
 		}
 	case modeBaseline:
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -67,7 +67,7 @@ func measureOne(ctx context.Context, p params, backend, shapeName string, progre
 	if err != nil {
 		return res, err
 	}
-	defer h.Close()
+	defer func() { _ = h.Close(context.WithoutCancel(ctx)) }()
 	store := h.Store()
 	if _, err := store.CreateComponent(ctx, "bench", configdb.NewComponent{Name: "fuel", ResourceDefinitions: []configdb.NewResourceDefinition{{Name: resource}}}); err != nil {
 		return res, err
@@ -85,12 +85,14 @@ func measureOne(ctx context.Context, p params, backend, shapeName string, progre
 	}
 	res.load = time.Since(start)
 	// Publish the load's events now, so that the relay's work is not measured.
-	rctx, cancel := context.WithCancel(ctx)
-	go func() { _ = h.Run(rctx) }()
+	// The relay then idles (a poll per outbox.poll_interval) while GETs are
+	// measured.
+	if err := h.Start(ctx); err != nil {
+		return res, err
+	}
 	for {
 		n, err := store.PendingCount(ctx)
 		if err != nil {
-			cancel()
 			return res, err
 		}
 		if n == 0 {
@@ -98,7 +100,6 @@ func measureOne(ctx context.Context, p params, backend, shapeName string, progre
 		}
 		time.Sleep(20 * time.Millisecond) // the relay drains in the background
 	}
-	cancel()
 
 	mux := http.NewServeMux()
 	h.Register(mux)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,20 +70,23 @@ routes:
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if st, err := js.Stream(context.Background(), "FIREHOSE"); err == nil {
-			if info, err := st.Info(context.Background()); err == nil && info.State.Msgs >= n {
-				if info.State.Msgs != n {
-					t.Fatalf("stream holds %d messages, want %d", info.State.Msgs, n)
-				}
-				return
-			}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs uint64
+	testkit.Eventually(t, func() bool {
+		st, err := js.Stream(context.Background(), "FIREHOSE")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the outbox was not replayed after the restart")
+		info, err := st.Info(context.Background())
+		if err == nil {
+			msgs = info.State.Msgs
 		}
-		time.Sleep(50 * time.Millisecond) // polling the stream
+		return msgs >= n
+	}, "the outbox replayed after the restart (%d messages in the stream)", n)
+	if msgs != n {
+		t.Fatalf("stream holds %d messages, want %d", msgs, n)
 	}
 }

@@ -147,6 +147,25 @@ func (r *runner) flags(name, defaultFormat string) *flags {
 }
 
 // parse parses flags and positional arguments in any order.
+// parseWrite parses the arguments of a create or update: an update names
+// what it changes, by one positional argument.
+func (f *flags) parseWrite(verb string, args []string) ([]string, error) {
+	positional := 0
+	if verb == "update" {
+		positional = 1
+	}
+	return f.parse(args, positional)
+}
+
+// parseOneID parses the arguments of a command that takes one id.
+func (f *flags) parseOneID(args []string) (string, error) {
+	pos, err := f.parse(args, 1)
+	if err != nil {
+		return "", err
+	}
+	return parseID(pos[0])
+}
+
 func (f *flags) parse(args []string, positional int) ([]string, error) {
 	var pos []string
 	for {

@@ -36,7 +36,7 @@ func startAPI(t *testing.T, dsn string, cfgs ...func(*api.Config)) string {
 	mux := http.NewServeMux()
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
-	t.Cleanup(func() { srv.Close(); _ = h.Close() })
+	t.Cleanup(func() { srv.Close(); _ = h.Close(context.Background()) })
 	return srv.URL
 }
 
@@ -301,7 +301,7 @@ func TestFirstSetIsNoRefusal(t *testing.T) {
 			mu.Unlock()
 		}
 	}))
-	t.Cleanup(func() { srv.Close(); _ = h.Close() })
+	t.Cleanup(func() { srv.Close(); _ = h.Close(context.Background()) })
 	c := newCLI(t, srv.URL)
 	c.setup()
 	for _, level := range []string{"nodes=n1", "nodes=n2"} {

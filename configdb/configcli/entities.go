@@ -34,22 +34,14 @@ func (r *runner) entity(kind, verb string, args []string) error {
 		return r.show(f, path)
 	case "show":
 		f := r.flags(kind+" show", "json")
-		pos, err := f.parse(args, 1)
-		if err != nil {
-			return err
-		}
-		id, err := parseID(pos[0])
+		id, err := f.parseOneID(args)
 		if err != nil {
 			return err
 		}
 		return r.show(f, base+"/"+id)
 	case "delete":
 		f := r.flags(kind+" delete", "")
-		pos, err := f.parse(args, 1)
-		if err != nil {
-			return err
-		}
-		id, err := parseID(pos[0])
+		id, err := f.parseOneID(args)
 		if err != nil {
 			return err
 		}
@@ -123,11 +115,7 @@ func (r *runner) envWrite(verb string, args []string) error {
 	id := f.Int64("id", 0, "environment `ID` to create (Fuel's cluster id); default the next free one")
 	components := f.String("components", "", "components, comma-separated `ids or names`")
 	levels := f.String("levels", "", "hierarchy `levels`, comma-separated, least specific first")
-	positional := 0
-	if verb == "update" {
-		positional = 1
-	}
-	pos, err := f.parse(args, positional)
+	pos, err := f.parseWrite(verb, args)
 	if err != nil {
 		return err
 	}
@@ -138,11 +126,7 @@ func (r *runner) envWrite(verb string, args []string) error {
 		}
 		body["components"] = idsOrNames(*components)
 		body["hierarchy_levels"] = commaList(*levels)
-		rep, err := f.client().do(r.ctx, "POST", "/environments", body)
-		if err != nil {
-			return err
-		}
-		return output(r.stdout, rep.body, *f.format)
+		return r.create(f, "/environments", body)
 	}
 	envID, err := parseID(pos[0])
 	if err != nil {
@@ -154,10 +138,24 @@ func (r *runner) envWrite(verb string, args []string) error {
 	if isSet(f, "levels") {
 		body["hierarchy_levels"] = commaList(*levels)
 	}
-	if _, err = f.client().do(r.ctx, "PATCH", "/environments/"+envID, body); err != nil {
+	return r.update(f, "env", "/environments/", envID, body)
+}
+
+// create posts body to path and prints what the server made of it.
+func (r *runner) create(f *flags, path string, body any) error {
+	rep, err := f.client().do(r.ctx, "POST", path, body)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(r.stdout, "%s with id %s was updated\n", entityName["env"], envID)
+	return output(r.stdout, rep.body, *f.format)
+}
+
+// update patches the entity (env, comp, def) at path+id and confirms it.
+func (r *runner) update(f *flags, entity, path, id string, body map[string]any) error {
+	if _, err := f.client().do(r.ctx, "PATCH", path+id, body); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.stdout, "%s with id %s was updated\n", entityName[entity], id)
 	return nil
 }
 
@@ -165,11 +163,7 @@ func (r *runner) compWrite(verb string, args []string) error {
 	f := r.flags("comp "+verb, "json")
 	name := f.String("name", "", "component `name`")
 	defs := f.String("resource-definitions", "", "create: resource definition `names`; update: the ids it keeps ([] for none)")
-	positional := 0
-	if verb == "update" {
-		positional = 1
-	}
-	pos, err := f.parse(args, positional)
+	pos, err := f.parseWrite(verb, args)
 	if err != nil {
 		return err
 	}
@@ -181,11 +175,7 @@ func (r *runner) compWrite(verb string, args []string) error {
 		for _, d := range commaList(*defs) {
 			list = append(list, map[string]any{"name": d})
 		}
-		rep, err := f.client().do(r.ctx, "POST", "/components", map[string]any{"name": *name, "resource_definitions": list})
-		if err != nil {
-			return err
-		}
-		return output(r.stdout, rep.body, *f.format)
+		return r.create(f, "/components", map[string]any{"name": *name, "resource_definitions": list})
 	}
 	compID, err := parseID(pos[0])
 	if err != nil {
@@ -206,11 +196,7 @@ func (r *runner) compWrite(verb string, args []string) error {
 		}
 		body["resource_definitions"] = list
 	}
-	if _, err = f.client().do(r.ctx, "PATCH", "/components/"+compID, body); err != nil {
-		return err
-	}
-	fmt.Fprintf(r.stdout, "%s with id %s was updated\n", entityName["comp"], compID)
-	return nil
+	return r.update(f, "comp", "/components/", compID, body)
 }
 
 func (r *runner) defWrite(verb string, args []string) error {
@@ -220,11 +206,7 @@ func (r *runner) defWrite(verb string, args []string) error {
 	content := f.String("content", "", "the definition's `content`, read as --type says")
 	typ := f.String("type", "", "type of --content: json or yaml")
 	dataFormat := f.String("data-format", "", "format of the content on stdin: json or yaml")
-	positional := 0
-	if verb == "update" {
-		positional = 1
-	}
-	pos, err := f.parse(args, positional)
+	pos, err := f.parseWrite(verb, args)
 	if err != nil {
 		return err
 	}
@@ -259,11 +241,7 @@ func (r *runner) defWrite(verb string, args []string) error {
 			return usageErrorf("--name is required")
 		}
 		body["name"] = *name
-		rep, err := f.client().do(r.ctx, "POST", "/resource_definitions", body)
-		if err != nil {
-			return err
-		}
-		return output(r.stdout, rep.body, *f.format)
+		return r.create(f, "/resource_definitions", body)
 	}
 	if isSet(f, "name") {
 		body["name"] = *name
@@ -272,11 +250,7 @@ func (r *runner) defWrite(verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err = f.client().do(r.ctx, "PATCH", "/resource_definitions/"+defID, body); err != nil {
-		return err
-	}
-	fmt.Fprintf(r.stdout, "%s with id %s was updated\n", entityName["def"], defID)
-	return nil
+	return r.update(f, "def", "/resource_definitions/", defID, body)
 }
 
 // levels serves lvl list and lvl show.

@@ -31,10 +31,10 @@ func Start(t testing.TB) *Bus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(); err != nil {
+	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return &Bus{Broker: b, URL: "tcp://" + b.Addr("mqtt")}
 }
 

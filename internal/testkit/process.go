@@ -155,16 +155,12 @@ func WaitHTTP(t testing.TB, p *Process, url string) {
 // waitFor polls ready, a readiness probe of something that is starting up.
 func waitFor(t testing.TB, p *Process, what string, ready func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
-	for !ready() {
+	Eventually(t, func() bool {
 		if p != nil && p.Exited() {
 			t.Fatalf("process exited while waiting for %s:\n%s", what, p.Output())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // between probes of a server that is not up yet
-	}
+		return ready()
+	}, "%s", what)
 }
 
 // RequirePortsFree skips (outside CI) or fails (CI=true) when a fixed port a

@@ -8,9 +8,10 @@ import (
 	"net"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
 // Server is one nats-server that can be stopped and started again on the
@@ -65,7 +66,7 @@ func (s *Server) Restart() {
 		s.t.Fatal(err)
 	}
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(testkit.WaitTimeout) {
 		s.t.Fatal("nats-server did not become ready")
 	}
 	s.srv = srv
@@ -109,17 +110,12 @@ func StartCluster(t testing.TB) *Cluster {
 		t.Cleanup(s.Stop)
 	}
 	for _, s := range c.Servers {
-		if !s.srv.ReadyForConnections(10 * time.Second) {
+		if !s.srv.ReadyForConnections(testkit.WaitTimeout) {
 			t.Fatal("cluster node did not become ready")
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !c.hasMetaLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("JetStream cluster elected no meta leader")
-		}
-		time.Sleep(50 * time.Millisecond) // polling the cluster's election
-	}
+	// An election on a busy machine may take longer than Eventually's bound.
+	testkit.EventuallyWithin(t, 4*testkit.WaitTimeout, c.hasMetaLeader, "the JetStream cluster to elect a meta leader")
 	return c
 }
 

@@ -14,6 +14,9 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+
+	"github.com/opsfirehose/firehose/internal/jsonscan"
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 // Event types. The firehose schema sets ansible_type to "start" or "task";
@@ -55,19 +58,11 @@ type Event struct {
 	AnsibleHost string
 }
 
-// FieldError is an invalid event: Field is the JSON field at fault (empty
+// fieldError is an invalid event: field is the JSON field at fault (empty
 // when the event as a whole is), with a dotted path inside objects
 // ("stats.ok").
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Msg
-	}
-	return e.Field + ": " + e.Msg
+func fieldError(field, msg string) *payloads.FieldError {
+	return &payloads.FieldError{Field: field, Msg: msg}
 }
 
 // stats is the counters summarize() returns. The schema lists five; ansible
@@ -136,9 +131,9 @@ func (k kind) String() string {
 
 // Parse validates one event, a JSON object, against the schema of its
 // ansible_type and returns its routing fields. Unknown fields are allowed and
-// kept (the payload is passed on as it is). The error is a *FieldError.
+// kept (the payload is passed on as it is). The error is a *payloads.FieldError.
 func Parse(data []byte) (Event, error) {
-	if !json.Valid(data) {
+	if !jsonscan.Valid(data) {
 		return parseSlow(data)
 	}
 	return ParseValid(data)
@@ -159,7 +154,7 @@ func ParseValid(data []byte) (Event, error) {
 // without its event_id, exactly as [WithoutEventID] returns it, found in the
 // same pass over data in the common case. The payload is nil on error.
 func ParsePayload(data []byte) (Event, []byte, error) {
-	if !json.Valid(data) {
+	if !jsonscan.Valid(data) {
 		ev, err := parseSlow(data)
 		return ev, nil, err
 	}
@@ -202,7 +197,7 @@ func check(w *wire) (Event, error) {
 	case inferred && (w.Session != nil || w.AnsibleTask != nil || w.AnsibleResult != 0):
 		// Only start and task events have these; without ansible_type such
 		// an event would pass for a finish and be misrouted.
-		return Event{}, &FieldError{"ansible_type", `required ("start" or "task") for an event with session, ansible_task or ansible_result`}
+		return Event{}, fieldError("ansible_type", `required ("start" or "task") for an event with session, ansible_task or ansible_result`)
 	case !inferred:
 		typ = *w.AnsibleType
 	case w.Stats != nil || w.AnsibleHost != nil:
@@ -211,23 +206,23 @@ func check(w *wire) (Event, error) {
 		typ = TypeFinish
 	}
 	ev, err := parse(typ, w)
-	var fe *FieldError
+	var fe *payloads.FieldError
 	if inferred && errors.As(err, &fe) {
 		// Say how the type was chosen, so that a start or task event that
 		// lost its ansible_type is not a puzzle.
-		return Event{}, &FieldError{fe.Field, fe.Msg + " (an event without ansible_type is read as a " + typ +
-			` event: "stats" if it has stats or ansible_host, else "finish")`}
+		return Event{}, fieldError(fe.Field, fe.Msg+" (an event without ansible_type is read as a "+typ+
+			` event: "stats" if it has stats or ansible_host, else "finish")`)
 	}
 	return ev, err
 }
 
 // parse checks w against the schema of typ and returns its routing fields.
-// The error is a *FieldError.
+// The error is a *payloads.FieldError.
 func parse(typ string, w *wire) (Event, error) {
 	ev := Event{Type: typ}
 	if w.EventID != nil {
 		if *w.EventID == "" || len(*w.EventID) > MaxEventIDBytes {
-			return Event{}, &FieldError{"event_id", "must be 1 to " + strconv.Itoa(MaxEventIDBytes) + " bytes when given"}
+			return Event{}, fieldError("event_id", "must be 1 to "+strconv.Itoa(MaxEventIDBytes)+" bytes when given")
 		}
 		ev.EventID = *w.EventID
 	}
@@ -253,7 +248,7 @@ func parse(typ string, w *wire) (Event, error) {
 			present("session", w.Session),
 			present("ansible_task", w.AnsibleTask))
 		if err == nil && w.AnsibleResult != '{' {
-			err = &FieldError{"ansible_result", "must be a JSON object, got " + w.AnsibleResult.String()}
+			err = fieldError("ansible_result", "must be a JSON object, got "+w.AnsibleResult.String())
 		}
 	case TypeStats:
 		err = errors.Join(
@@ -263,7 +258,7 @@ func parse(typ string, w *wire) (Event, error) {
 	case TypeFinish:
 		err = oneOf("status", w.Status, StatusOK, StatusFailed)
 	default:
-		return Event{}, &FieldError{"ansible_type", quote(ev.Type) + ` is not "start", "task", "stats" or "finish"`}
+		return Event{}, fieldError("ansible_type", quote(ev.Type)+` is not "start", "task", "stats" or "finish"`)
 	}
 	if err != nil {
 		return Event{}, first(err)
@@ -277,7 +272,7 @@ func parse(typ string, w *wire) (Event, error) {
 	return ev, nil
 }
 
-// first returns the first FieldError of a join, so that the answer names one
+// first returns the first *payloads.FieldError of a join, so that the answer names one
 // field, the first in schema order.
 func first(err error) error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -288,14 +283,14 @@ func first(err error) error {
 
 func present(field string, v *string) error {
 	if v == nil {
-		return &FieldError{field, "required (a string)"}
+		return fieldError(field, "required (a string)")
 	}
 	return nil
 }
 
 func nonEmpty(field string, v *string) error {
 	if v == nil || *v == "" {
-		return &FieldError{field, "required (a non-empty string)"}
+		return fieldError(field, "required (a non-empty string)")
 	}
 	return nil
 }
@@ -320,9 +315,9 @@ func oneOf(field string, v *string, allowed ...string) error {
 		msg += strconv.Quote(a)
 	}
 	if v == nil {
-		return &FieldError{field, "required: " + msg[len("must be "):]}
+		return fieldError(field, "required: "+msg[len("must be "):])
 	}
-	return &FieldError{field, msg + ", got " + quote(*v)}
+	return fieldError(field, msg+", got "+quote(*v))
 }
 
 // maxQuoted bounds how much of a bad value an error message repeats.
@@ -339,7 +334,7 @@ func quote(s string) string {
 
 func checkStats(s *stats) error {
 	if s == nil {
-		return &FieldError{"stats", "required: an object of counters (ok, failures, unreachable, changed, skipped)"}
+		return fieldError("stats", "required: an object of counters (ok, failures, unreachable, changed, skipped)")
 	}
 	for _, c := range []struct {
 		name     string
@@ -352,32 +347,32 @@ func checkStats(s *stats) error {
 	} {
 		switch {
 		case c.v == nil && c.required:
-			return &FieldError{"stats." + c.name, "required (an integer)"}
+			return fieldError("stats."+c.name, "required (an integer)")
 		case c.v != nil && *c.v < 0:
-			return &FieldError{"stats." + c.name, "must not be negative"}
+			return fieldError("stats."+c.name, "must not be negative")
 		}
 	}
 	return nil
 }
 
-// decodeError turns encoding/json's errors into a FieldError.
+// decodeError turns encoding/json's errors into a *payloads.FieldError.
 func decodeError(err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		return &FieldError{"", fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, err)}
+		return fieldError("", fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, err))
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return &FieldError{"", "an event must be a JSON object, got " + typ.Value}
+			return fieldError("", "an event must be a JSON object, got "+typ.Value)
 		}
 		got := typ.Value // "string", "number 1.5": a number's literal is repeated
 		if len(got) > maxQuoted {
 			got = got[:maxQuoted] + "..."
 		}
-		return &FieldError{typ.Field, "must be " + goType(typ.Type) + ", got " + got}
+		return fieldError(typ.Field, "must be "+goType(typ.Type)+", got "+got)
 	}
-	return &FieldError{"", "malformed JSON: " + err.Error()}
+	return fieldError("", "malformed JSON: "+err.Error())
 }
 
 // goType names a Go type of wire the way a JSON sender thinks of it.

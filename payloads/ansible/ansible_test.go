@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 const (
@@ -98,7 +100,7 @@ func TestParseInvalid(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.in))
-			var fe *FieldError
+			var fe *payloads.FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("got %v, want a FieldError", err)
 			}
@@ -154,7 +156,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("ParseValidPayload of the element: %+v, %q, %v; ParsePayload: %+v, %v", ev2, body2, err2, ev, err)
 		}
 		if err != nil {
-			var fe *FieldError
+			var fe *payloads.FieldError
 			if !errors.As(err, &fe) || fe.Msg == "" {
 				t.Fatalf("error %v is not a FieldError with a message", err)
 			}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
+
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // The fast path. encoding/json scans an event at least twice (validity, then
@@ -22,64 +24,55 @@ var ErrTooMany = errors.New("too many events")
 
 // Split returns the elements of a JSON array of events, as sub-slices of
 // data, without decoding them; each is valid JSON, ready for [ParseValid].
-// data that is not a valid JSON array gets a *FieldError. An array of more
+// data that is not a valid JSON array gets a *payloads.FieldError. An array of more
 // than max elements gets ErrTooMany, found before more than max+1 are
 // listed (max <= 0: no bound), so that a body of a million tiny elements
-// costs no more than its bytes.
+// costs no more than its bytes. data is read once when it is valid.
 func Split(data []byte, max int) ([][]byte, error) {
-	if !json.Valid(data) {
-		// Decode only for encoding/json's description of the fault.
-		var events []json.RawMessage
-		msg := "invalid JSON"
-		if err := json.Unmarshal(data, &events); err != nil {
-			msg = err.Error()
+	if jsonscan.Kind(data) != jsonscan.Array {
+		if err := jsonscan.Check(data); err != nil {
+			return nil, malformed(data)
 		}
-		return nil, &FieldError{"", "malformed JSON array of events: " + msg}
-	}
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '[' {
-		return nil, &FieldError{"", "not a JSON array of events"}
+		return nil, fieldError("", "not a JSON array of events")
 	}
 	var out [][]byte
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == ']' {
-		return out, nil
-	}
-	for i < len(data) {
+	it := jsonscan.Elements(data)
+	for it.Next() {
 		if max > 0 && len(out) == max {
+			if jsonscan.Check(data) != nil {
+				return nil, malformed(data) // invalid JSON is reported as such, however long
+			}
 			return nil, ErrTooMany
 		}
-		end := skipValue(data, i)
-		out = append(out, data[i:end])
-		i = skipSpace(data, end)
-		if i >= len(data) || data[i] != ',' {
-			break
-		}
-		i = skipSpace(data, i+1)
+		out = append(out, it.Value())
+	}
+	if it.Err() != nil || jsonscan.SkipSpace(data, it.End()) != len(data) {
+		return nil, malformed(data)
 	}
 	return out, nil
+}
+
+// malformed is Split's error for invalid JSON, decoded only for
+// encoding/json's description of the fault.
+func malformed(data []byte) error {
+	var events []json.RawMessage
+	msg := "invalid JSON"
+	if err := json.Unmarshal(data, &events); err != nil {
+		msg = err.Error()
+	}
+	return fieldError("", "malformed JSON array of events: "+msg)
 }
 
 // scan fills w from the top-level keys of data, a valid JSON value. It
 // returns false when encoding/json must decide.
 func scan(data []byte, w *wire) bool {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
+	if jsonscan.Kind(data) != jsonscan.Object {
 		return false
 	}
-	i = skipSpace(data, i+1)
 	prevEnd := -1 // end of the last member other than event_id
-	for i < len(data) && data[i] == '"' {
-		start := i
-		kend := skipValue(data, i)
-		key := data[i+1 : kend-1]
-		i = skipSpace(data, kend)
-		if i >= len(data) || data[i] != ':' {
-			return false
-		}
-		i = skipSpace(data, i+1)
-		vend := skipValue(data, i)
-		value := data[i:vend]
+	it := jsonscan.ValidMembers(data)
+	for it.Next() {
+		key, value := it.Key(), it.Value()
 		if dst := w.field(key); dst != nil {
 			if !readString(value, dst) {
 				return false
@@ -96,11 +89,7 @@ func scan(data []byte, w *wire) bool {
 				}
 			}
 		}
-		i = skipSpace(data, vend)
-		last := i >= len(data) || data[i] != ','
-		if !last {
-			i = skipSpace(data, i+1)
-		}
+		vend := it.Offset() + len(value)
 		if string(key) != eventIDKey {
 			prevEnd = vend
 		} else if w.cutTo != 0 {
@@ -108,10 +97,11 @@ func scan(data []byte, w *wire) bool {
 		} else {
 			// Variants that encoding/json would also read as event_id
 			// (escaped, other case) went to the slow path above.
-			w.cutFrom, w.cutTo = cutRange(start, vend, i, last, prevEnd)
+			next, last := after(data, vend)
+			w.cutFrom, w.cutTo = cutRange(it.KeyOffset(), vend, next, last, prevEnd)
 		}
 	}
-	return true
+	return it.Err() == nil
 }
 
 // field returns where the string field named key (exactly) goes, or nil.
@@ -185,67 +175,4 @@ func readString(value []byte, dst **string) bool {
 	}
 	*dst = &s
 	return true
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\r', '\n':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value starting at i; data
-// must be valid JSON.
-func skipValue(data []byte, i int) int {
-	if i >= len(data) {
-		return i
-	}
-	switch data[i] {
-	case '"':
-		return skipString(data, i)
-	case '{', '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				i = skipString(data, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(data) {
-		switch data[i] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			return i
-		}
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string starting at data[i].
-func skipString(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
 }

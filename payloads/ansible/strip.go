@@ -3,6 +3,8 @@ package ansible
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // eventIDKey is the key of the de-duplication id, which is not a field of
@@ -23,53 +25,53 @@ const eventIDKey = "event_id"
 // modified. Valid JSON that is not an object is returned unchanged; for
 // invalid JSON the result is unspecified, but it does not panic.
 func WithoutEventID(data []byte) []byte {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
+	if jsonscan.Kind(data) != jsonscan.Object {
 		return data
 	}
-	buf := data // becomes a copy at the first cut, which later cuts reuse
-	copied := false
+	// The byte ranges to remove, in order and not overlapping. A last member
+	// removed takes the comma before it, back to the end of the last member
+	// kept, which swallows the ranges of the members removed since.
+	var cuts [][2]int
 	prevEnd := -1 // end of the value of the last member kept, if any
-	i = skipSpace(buf, i+1)
-	for i < len(buf) && buf[i] == '"' {
-		start := i
-		kend := skipValue(buf, i)
-		if kend > len(buf) || kend < i+2 || buf[kend-1] != '"' {
-			return data // not valid JSON: leave it alone
-		}
-		key := buf[i+1 : kend-1]
-		i = skipSpace(buf, kend)
-		if i >= len(buf) || buf[i] != ':' {
-			return data
-		}
-		i = skipSpace(buf, i+1)
-		vend := skipValue(buf, i)
-		if vend > len(buf) {
-			return data
-		}
-		next := skipSpace(buf, vend)
-		last := next >= len(buf) || buf[next] != ','
-		if !last {
-			next = skipSpace(buf, next+1)
-		}
-		if !isEventIDKey(key) {
+	it := jsonscan.ValidMembers(data)
+	for it.Next() {
+		vend := it.Offset() + len(it.Value())
+		if !isEventIDKey(it.Key()) {
 			prevEnd = vend
-			i = next
 			continue
 		}
-		from, to := cutRange(start, vend, next, last, prevEnd)
-		if !copied {
-			buf = cut(buf, from, to)
-			copied = true
-		} else {
-			buf = append(buf[:from], buf[to:]...)
+		next, last := after(data, vend)
+		from, to := cutRange(it.KeyOffset(), vend, next, last, prevEnd)
+		for len(cuts) > 0 && cuts[len(cuts)-1][0] >= from {
+			cuts = cuts[:len(cuts)-1]
 		}
-		if last {
-			break
-		}
-		i = start // the next member now begins where the cut one did
+		cuts = append(cuts, [2]int{from, to})
 	}
-	return buf
+	if it.Err() != nil || len(cuts) == 0 {
+		return data // nothing to remove, or not valid JSON: leave it alone
+	}
+	removed := 0
+	for _, c := range cuts {
+		removed += c[1] - c[0]
+	}
+	out := make([]byte, 0, len(data)-removed)
+	prev := 0
+	for _, c := range cuts {
+		out = append(out, data[prev:c[0]]...)
+		prev = c[1]
+	}
+	return append(out, data[prev:]...)
+}
+
+// after looks past the member value that ends at vend: next is where the
+// next member starts (or the closing brace, for the last member), and last
+// reports whether there is no next member.
+func after(data []byte, vend int) (next int, last bool) {
+	next = jsonscan.SkipSpace(data, vend)
+	if next < len(data) && data[next] == ',' {
+		return jsonscan.SkipSpace(data, next+1), false
+	}
+	return next, true
 }
 
 // isEventIDKey reports whether encoding/json matches the raw (still

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // Members a failed run's published body gains, and the status summary has.
@@ -57,14 +57,14 @@ func (c *RunConverge) Cookbooks() []CookbookVersion {
 		return nil
 	}
 	out := make([]CookbookVersion, 0, 64)
-	it := rawjson.Members(c.cookbooks)
+	it := jsonscan.Members(c.cookbooks)
 	for it.Next() {
-		v, _ := rawjson.Get(it.Value(), "version")
-		version, ok := rawjson.Str(v)
+		v, _ := jsonscan.Get(it.Value(), "version")
+		version, ok := jsonscan.Str(v)
 		if !ok {
 			continue
 		}
-		out = append(out, CookbookVersion{Name: rawjson.Key(it.Key()), Version: version})
+		out = append(out, CookbookVersion{Name: jsonscan.Key(it.Key()), Version: version})
 	}
 	// Stable, so that of duplicates the last stays last, then kept.
 	slices.SortStableFunc(out, func(a, b CookbookVersion) int { return strings.Compare(a.Name, b.Name) })
@@ -83,9 +83,9 @@ func (c *RunConverge) Cookbooks() []CookbookVersion {
 // change; Cookbooks is what they are.
 func (c *RunConverge) EachCookbook(f func(name, version []byte)) int {
 	n := 0
-	it := rawjson.Members(c.cookbooks)
+	it := jsonscan.Members(c.cookbooks)
 	for it.Next() {
-		v, _ := rawjson.Get(it.Value(), "version")
+		v, _ := jsonscan.Get(it.Value(), "version")
 		f(it.Key(), v)
 		n++
 	}
@@ -94,7 +94,7 @@ func (c *RunConverge) EachCookbook(f func(name, version []byte)) int {
 
 // version is the version the node's cookbooks give name, nil when none.
 func (c *RunConverge) version(name string) *string {
-	v, _ := rawjson.Path(c.cookbooks, name, "version")
+	v, _ := jsonscan.Path(c.cookbooks, name, "version")
 	return optStr(v)
 }
 
@@ -119,27 +119,27 @@ func (c *RunConverge) Blame() *FailedCookbook {
 			continue
 		}
 		f := &FailedCookbook{Name: r.CookbookName, BlamedBy: BlamedByResource}
-		if v, _ := rawjson.Get(r.Raw, "cookbook_version"); rawjson.Kind(v) == rawjson.String {
+		if v, _ := jsonscan.Get(r.Raw, "cookbook_version"); jsonscan.Kind(v) == jsonscan.String {
 			f.Version = optStr(v)
 		} else {
 			f.Version = c.version(r.CookbookName)
 		}
-		typ, _ := rawjson.Get(r.Raw, "type")
-		name, _ := rawjson.Get(r.Raw, "name")
-		if t, ok := rawjson.Str(typ); ok {
-			n, _ := rawjson.Str(name)
+		typ, _ := jsonscan.Get(r.Raw, "type")
+		name, _ := jsonscan.Get(r.Raw, "name")
+		if t, ok := jsonscan.Str(typ); ok {
+			n, _ := jsonscan.Str(name)
 			f.Resource = t + "[" + n + "]"
 		}
-		recipe, _ := rawjson.Get(r.Raw, "recipe_name")
-		f.Recipe, _ = rawjson.Str(recipe)
+		recipe, _ := jsonscan.Get(r.Raw, "recipe_name")
+		f.Recipe, _ = jsonscan.Str(recipe)
 		return f
 	}
 	if c.Error == nil {
 		return nil
 	}
-	frames := rawjson.Elements(c.Error.Backtrace)
+	frames := jsonscan.Elements(c.Error.Backtrace)
 	for n := 0; n < maxFrames && frames.Next(); n++ {
-		frame, ok := rawjson.Str(frames.Value())
+		frame, ok := jsonscan.Str(frames.Value())
 		if !ok {
 			continue
 		}
@@ -153,12 +153,12 @@ func (c *RunConverge) Blame() *FailedCookbook {
 // ignored reports whether a resource record's ignore_failure is set: true,
 // or a string such as "quiet" (Chef 14's :quiet), as Chef Automate reads it.
 func ignored(record []byte) bool {
-	v, _ := rawjson.Get(record, "ignore_failure")
-	switch rawjson.Kind(v) {
-	case rawjson.True:
+	v, _ := jsonscan.Get(record, "ignore_failure")
+	switch jsonscan.Kind(v) {
+	case jsonscan.True:
 		return true
-	case rawjson.String:
-		s, _ := rawjson.Str(v)
+	case jsonscan.String:
+		s, _ := jsonscan.Str(v)
 		return s == "true" || s == "quiet"
 	}
 	return false

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // Compliance verdicts, the last level of a compliance topic: Chef Automate's
@@ -117,7 +117,7 @@ func (c *Compliance) Published() []byte {
 		at = s.Offset + len(s.Raw)
 	}
 	out = append(out, c.Body[at:end]...)
-	if rawjson.Trim(out)[len(rawjson.Trim(out))-1] != '{' {
+	if jsonscan.Trim(out)[len(jsonscan.Trim(out))-1] != '{' {
 		out = append(out, ',')
 	}
 	out = append(append(append(out, `"`+SummaryKey+`":`...), sum...), c.Body[end:]...)
@@ -236,8 +236,8 @@ func (r *report) problem(field, format string, args ...any) {
 
 // str reads a string field; null is "", anything else is a problem.
 func (r *report) str(v []byte, field string) string {
-	s, ok := rawjson.Str(v)
-	if !ok && rawjson.Kind(v) != rawjson.Null {
+	s, ok := jsonscan.Str(v)
+	if !ok && jsonscan.Kind(v) != jsonscan.Null {
 		r.problem(field, "expected a string, got %s", kindName(v))
 	}
 	return s
@@ -245,10 +245,10 @@ func (r *report) str(v []byte, field string) string {
 
 // array checks that v is an array or null.
 func (r *report) array(v []byte, field string) bool {
-	switch rawjson.Kind(v) {
-	case rawjson.Array:
+	switch jsonscan.Kind(v) {
+	case jsonscan.Array:
 		return true
-	case rawjson.Null:
+	case jsonscan.Null:
 		return false
 	}
 	r.problem(field, "expected an array, got %s", kindName(v))
@@ -258,7 +258,7 @@ func (r *report) array(v []byte, field string) bool {
 // object checks that v is an object; null is skipped silently only where
 // Automate would take it as an absent value.
 func (r *report) object(v []byte, field string) bool {
-	if rawjson.Kind(v) == rawjson.Object {
+	if jsonscan.Kind(v) == jsonscan.Object {
 		return true
 	}
 	r.problem(field, "expected an object, got %s", kindName(v))
@@ -269,16 +269,16 @@ func (r *report) read(profiles []byte) {
 	if !r.array(profiles, "profiles") {
 		return
 	}
-	ps := rawjson.Elements(profiles)
+	ps := jsonscan.Elements(profiles)
 	for ps.Next() {
 		field := "profiles[" + strconv.Itoa(ps.Index()) + "]"
 		if !r.object(ps.Value(), field) {
 			continue
 		}
 		p := &profile{}
-		it := rawjson.Members(ps.Value())
+		it := jsonscan.Members(ps.Value())
 		for it.Next() {
-			switch v := it.Value(); rawjson.Key(it.Key()) {
+			switch v := it.Value(); jsonscan.Key(it.Key()) {
 			case "name":
 				p.name = r.str(v, field+".name")
 			case "status":
@@ -300,13 +300,13 @@ func (r *report) depends(v []byte, field string) []string {
 		return nil
 	}
 	var out []string
-	ds := rawjson.Elements(v)
+	ds := jsonscan.Elements(v)
 	for ds.Next() {
 		f := field + "[" + strconv.Itoa(ds.Index()) + "]"
 		if !r.object(ds.Value(), f) {
 			continue
 		}
-		name, _ := rawjson.Get(ds.Value(), "name")
+		name, _ := jsonscan.Get(ds.Value(), "name")
 		out = append(out, r.str(name, f+".name"))
 	}
 	return out
@@ -317,16 +317,16 @@ func (r *report) controls(v []byte, field string) []*control {
 		return nil
 	}
 	var out []*control
-	cs := rawjson.Elements(v)
+	cs := jsonscan.Elements(v)
 	for cs.Next() {
 		f := field + "[" + strconv.Itoa(cs.Index()) + "]"
 		if !r.object(cs.Value(), f) {
 			continue
 		}
 		c := &control{}
-		it := rawjson.Members(cs.Value())
+		it := jsonscan.Members(cs.Value())
 		for it.Next() {
-			switch v := it.Value(); rawjson.Key(it.Key()) {
+			switch v := it.Value(); jsonscan.Key(it.Key()) {
 			case "id":
 				c.id = r.str(v, f+".id")
 			case "impact":
@@ -347,11 +347,11 @@ func (r *report) controls(v []byte, field string) []*control {
 
 // impact reads a number as the float32 Automate keeps.
 func (r *report) impact(v []byte, field string) float32 {
-	switch rawjson.Kind(v) {
-	case rawjson.Null:
+	switch jsonscan.Kind(v) {
+	case jsonscan.Null:
 		return 0
-	case rawjson.Number:
-		f, _ := strconv.ParseFloat(string(rawjson.Trim(v)), 32)
+	case jsonscan.Number:
+		f, _ := strconv.ParseFloat(string(jsonscan.Trim(v)), 32)
 		return float32(f)
 	}
 	r.problem(field, "expected a number, got %s", kindName(v))
@@ -362,14 +362,14 @@ func (r *report) impact(v []byte, field string) float32 {
 // set (a non-empty string, or true) and its message does not start with
 // "Waiver expired" (an expired waiver leaves the control's own status).
 func (r *report) waived(v []byte, field string) bool {
-	if rawjson.Kind(v) == rawjson.Null || !r.object(v, field) {
+	if jsonscan.Kind(v) == jsonscan.Null || !r.object(v, field) {
 		return false
 	}
 	set := false
 	var msg string
-	it := rawjson.Members(v)
+	it := jsonscan.Members(v)
 	for it.Next() {
-		key := rawjson.Key(it.Key())
+		key := jsonscan.Key(it.Key())
 		switch key {
 		case "expiration_date", "justification", "message":
 			s := r.str(it.Value(), field+"."+key)
@@ -378,10 +378,10 @@ func (r *report) waived(v []byte, field string) bool {
 			}
 			set = set || s != ""
 		case "run", "skipped_due_to_waiver":
-			switch rawjson.Kind(it.Value()) {
-			case rawjson.True:
+			switch jsonscan.Kind(it.Value()) {
+			case jsonscan.True:
 				set = true
-			case rawjson.False, rawjson.Null:
+			case jsonscan.False, jsonscan.Null:
 			default:
 				r.problem(field+"."+key, "expected a boolean, got %s", kindName(it.Value()))
 			}
@@ -394,10 +394,10 @@ func (r *report) waived(v []byte, field string) bool {
 // failed, else skipped if any was skipped, else passed.
 func (c *control) status() string {
 	st := CompliancePassed
-	rs := rawjson.Elements(c.results)
+	rs := jsonscan.Elements(c.results)
 	for rs.Next() {
-		s, _ := rawjson.Get(rs.Value(), "status")
-		switch str, _ := rawjson.Str(s); str {
+		s, _ := jsonscan.Get(rs.Value(), "status")
+		switch str, _ := jsonscan.Str(s); str {
 		case ComplianceFailed:
 			return ComplianceFailed
 		case ComplianceSkipped:

@@ -2,6 +2,8 @@ package chef
 
 import (
 	"fmt"
+
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 // Kind is the type of a data-collector message.
@@ -93,23 +95,16 @@ func (v *Validation) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// Error is a problem with a message that stops it being published, for an
-// HTTP 400 answer {"error": Msg, "field": Field}. Field is the JSON path of
-// the value at fault ("node_name", "resources[3].status"), empty when the
-// problem is the whole body.
-type Error struct {
-	Field string
-	Msg   string
-}
-
-func (e *Error) Error() string { return e.Msg }
-
 // ErrUnknownType is returned for a valid JSON object that is none of the
 // kinds: its message is exactly Chef Automate's.
-var ErrUnknownType = &Error{Msg: "unknown message type"}
+var ErrUnknownType = &payloads.FieldError{Msg: "unknown message type"}
 
-func fieldError(field, format string, args ...any) *Error {
-	return &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
+// fieldError is a problem with a message that stops it being published, for
+// an HTTP 400 answer {"error": Msg, "field": Field}. field is the JSON path of
+// the value at fault ("node_name", "resources[3].status"), empty when the
+// problem is the whole body.
+func fieldError(field, format string, args ...any) *payloads.FieldError {
+	return &payloads.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Warning is a problem with a message that is published all the same: the

@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 // NodeNamePattern is Chef's rule for node names ("About Nodes"). [:alnum:]
@@ -182,7 +183,7 @@ func (p *Parser) Mode() Validation { return p.mode }
 // messages need. The body is read, never modified, and stays aliased by the
 // result.
 //
-// In every mode, a message is refused (an *Error) when it cannot be
+// In every mode, a message is refused (a *payloads.FieldError) when it cannot be
 // published: not a JSON object, of no known kind, or without what its topic
 // is built from: a node_name string for runs, pings and reports, a run's
 // status "success" or "failure", an action's entity_type and task. An
@@ -250,7 +251,7 @@ func (p *Parser) Parse(body []byte) (Message, error) {
 
 // Classify returns the kind of body in Chef Automate's order: message_type
 // run_start, run_converge or action; else event_type node_ping; else a
-// top-level profiles key. It returns an *Error for a body that is not a JSON
+// top-level profiles key. It returns a *payloads.FieldError for a body that is not a JSON
 // object, and ErrUnknownType for an object of no kind.
 func Classify(body []byte) (Kind, error) {
 	doc, err := document(body)
@@ -296,28 +297,28 @@ var chefVersionPath = []string{"chef_packages", "chef", "version"}
 
 // document checks the body's syntax, all of it, and lists its top-level members.
 func document(body []byte) (*doc, error) {
-	if len(rawjson.Trim(body)) == 0 {
-		return nil, &Error{Msg: "empty body: expected a JSON object"}
+	if len(jsonscan.Trim(body)) == 0 {
+		return nil, &payloads.FieldError{Msg: "empty body: expected a JSON object"}
 	}
-	if rawjson.Kind(body) != rawjson.Object {
-		if err := rawjson.Check(body); err != nil {
-			return nil, &Error{Msg: err.Error()}
+	if jsonscan.Kind(body) != jsonscan.Object {
+		if err := jsonscan.Check(body); err != nil {
+			return nil, &payloads.FieldError{Msg: err.Error()}
 		}
-		return nil, &Error{Msg: "the body must be a JSON object"}
+		return nil, &payloads.FieldError{Msg: "the body must be a JSON object"}
 	}
 	d := &doc{members: make([]Member, 0, 24)}
-	it := rawjson.Members(body)
+	it := jsonscan.Members(body)
 	for it.Step() {
-		key := rawjson.Key(it.Key())
+		key := jsonscan.Key(it.Key())
 		off := it.Offset()
 		switch {
-		case key == "resources" && it.ValueKind() == rawjson.Array:
+		case key == "resources" && it.ValueKind() == jsonscan.Array:
 			if child, ok := it.Enter(); ok {
 				d.resources = readElements(&child, off)
 				it.Leave(&child)
 				d.resources.raw = it.Value()
 			}
-		case key == "node" && it.ValueKind() == rawjson.Object:
+		case key == "node" && it.ValueKind() == jsonscan.Object:
 			if child, ok := it.Enter(); ok {
 				d.readNode(&child)
 				it.Leave(&child)
@@ -338,12 +339,12 @@ func document(body []byte) (*doc, error) {
 		d.members = append(d.members, Member{Key: key, Value: it.Value(), Offset: off, KeyOffset: it.KeyOffset()})
 	}
 	if err := it.Err(); err != nil {
-		return nil, &Error{Msg: err.Error()}
+		return nil, &payloads.FieldError{Msg: err.Error()}
 	}
-	if len(rawjson.Trim(body[it.End():])) != 0 {
-		return nil, &Error{Msg: rawjson.Check(body).Error()}
+	if len(jsonscan.Trim(body[it.End():])) != 0 {
+		return nil, &payloads.FieldError{Msg: jsonscan.Check(body).Error()}
 	}
-	if n, ok := d.getMember("node"); ok && rawjson.Kind(n.Value) == rawjson.Object {
+	if n, ok := d.getMember("node"); ok && jsonscan.Kind(n.Value) == jsonscan.Object {
 		d.node = &n
 	}
 	return d, nil
@@ -351,12 +352,12 @@ func document(body []byte) (*doc, error) {
 
 // readElements reads an array's elements, and the members of those that are
 // objects, with offsets in the body (the array is at off).
-func readElements(it *rawjson.Iter, off int) *elements {
+func readElements(it *jsonscan.Iter, off int) *elements {
 	es := &elements{offset: off}
 	for it.Step() {
 		e := element{index: it.Index()}
 		start := off + it.Offset()
-		if it.ValueKind() != rawjson.Object {
+		if it.ValueKind() != jsonscan.Object {
 			if !it.SkipValue() {
 				return es
 			}
@@ -411,21 +412,21 @@ func resourceKey(raw []byte) string {
 	case "error":
 		return "error"
 	}
-	return rawjson.Key(raw)
+	return jsonscan.Key(raw)
 }
 
 // readNode reads the node object it iterates to its end, keeping what a
 // converge needs from node.automatic: the chef version and the cookbooks.
 // The last duplicate wins at each step.
-func (d *doc) readNode(it *rawjson.Iter) {
+func (d *doc) readNode(it *jsonscan.Iter) {
 	d.chefVersion, d.nodeCookbooks = nil, nil
 	for it.Step() {
-		if !rawjson.KeyIs(it.Key(), "automatic") {
+		if !jsonscan.KeyIs(it.Key(), "automatic") {
 			it.SkipValue()
 			continue
 		}
 		d.chefVersion, d.nodeCookbooks = nil, nil
-		if it.ValueKind() != rawjson.Object {
+		if it.ValueKind() != jsonscan.Object {
 			it.SkipValue()
 			continue
 		}
@@ -435,14 +436,14 @@ func (d *doc) readNode(it *rawjson.Iter) {
 		}
 		for auto.Step() {
 			switch {
-			case rawjson.KeyIs(auto.Key(), "cookbooks"):
+			case jsonscan.KeyIs(auto.Key(), "cookbooks"):
 				d.nodeCookbooks = nil
 				if auto.SkipValue() {
 					d.nodeCookbooks = auto.Value()
 				}
-			case rawjson.KeyIs(auto.Key(), chefVersionPath[0]):
+			case jsonscan.KeyIs(auto.Key(), chefVersionPath[0]):
 				d.chefVersion = nil
-				if auto.ValueKind() != rawjson.Object {
+				if auto.ValueKind() != jsonscan.Object {
 					auto.SkipValue()
 					continue
 				}
@@ -460,10 +461,10 @@ func (d *doc) readNode(it *rawjson.Iter) {
 
 // findPath reads the object it iterates to its end and returns the value at
 // keys inside it, the last duplicate winning at each step, or nil.
-func findPath(it *rawjson.Iter, keys []string) []byte {
+func findPath(it *jsonscan.Iter, keys []string) []byte {
 	var val []byte
 	for it.Step() {
-		if !rawjson.KeyIs(it.Key(), keys[0]) {
+		if !jsonscan.KeyIs(it.Key(), keys[0]) {
 			it.SkipValue()
 			continue
 		}
@@ -474,7 +475,7 @@ func findPath(it *rawjson.Iter, keys []string) []byte {
 			}
 			continue
 		}
-		if it.ValueKind() != rawjson.Object {
+		if it.ValueKind() != jsonscan.Object {
 			it.SkipValue()
 			continue
 		}
@@ -508,7 +509,7 @@ func (d *doc) getMember(key string) (Member, bool) {
 // str is the member's string value, "" when it is absent or not a string.
 func (d *doc) str(key string) string {
 	v, _ := d.get(key)
-	s, _ := rawjson.Str(v)
+	s, _ := jsonscan.Str(v)
 	return s
 }
 
@@ -519,7 +520,7 @@ func (d *doc) optStr(key string) *string {
 }
 
 func optStr(v []byte) *string {
-	if s, ok := rawjson.Str(v); ok {
+	if s, ok := jsonscan.Str(v); ok {
 		return &s
 	}
 	return nil
@@ -527,7 +528,7 @@ func optStr(v []byte) *string {
 
 func (d *doc) classify() Kind {
 	if v, ok := d.get("message_type"); ok {
-		switch s, _ := rawjson.Str(v); s {
+		switch s, _ := jsonscan.Str(v); s {
 		case "run_start":
 			return KindRunStart
 		case "run_converge":
@@ -537,7 +538,7 @@ func (d *doc) classify() Kind {
 		}
 	}
 	if v, ok := d.get("event_type"); ok {
-		if s, _ := rawjson.Str(v); s == "node_ping" {
+		if s, _ := jsonscan.Str(v); s == "node_ping" {
 			return KindLiveness
 		}
 	}
@@ -570,7 +571,7 @@ func rules(k Kind, d *doc) error {
 		return err
 	}
 	for _, f := range optionalTopicFields[k] {
-		if v, ok := d.get(f); ok && rawjson.Kind(v) != rawjson.Null && rawjson.Kind(v) != rawjson.String {
+		if v, ok := d.get(f); ok && jsonscan.Kind(v) != jsonscan.Null && jsonscan.Kind(v) != jsonscan.String {
 			return fieldError(f, "%s must be a string or null, got %s", f, kindName(v))
 		}
 	}
@@ -580,7 +581,7 @@ func rules(k Kind, d *doc) error {
 		}
 	}
 	if k == KindCompliance {
-		if v, _ := d.get("profiles"); rawjson.Kind(v) != rawjson.Array && rawjson.Kind(v) != rawjson.Null {
+		if v, _ := d.get("profiles"); jsonscan.Kind(v) != jsonscan.Array && jsonscan.Kind(v) != jsonscan.Null {
 			return fieldError("profiles", "profiles must be an array, got %s", kindName(v))
 		}
 	}
@@ -608,10 +609,10 @@ func topicRules(k Kind, d *doc) error {
 func requireStrings(d *doc, fields []string, why string) error {
 	for _, f := range fields {
 		v, ok := d.get(f)
-		if !ok || rawjson.Kind(v) == rawjson.Null {
+		if !ok || jsonscan.Kind(v) == jsonscan.Null {
 			return fieldError(f, "missing %s%s", f, why)
 		}
-		s, isStr := rawjson.Str(v)
+		s, isStr := jsonscan.Str(v)
 		if !isStr {
 			return fieldError(f, "%s must be a string, got %s", f, kindName(v))
 		}
@@ -662,7 +663,7 @@ func (p *Parser) warnings(k Kind, d *doc) []Warning {
 		}
 		return sortWarnings(out)
 	}
-	if v, ok := d.get("organization_name"); ok && rawjson.Kind(v) != rawjson.Null && rawjson.Kind(v) != rawjson.String {
+	if v, ok := d.get("organization_name"); ok && jsonscan.Kind(v) != jsonscan.Null && jsonscan.Kind(v) != jsonscan.String {
 		out = append(out, Warning{Field: "organization_name", Reason: ReasonOrganization,
 			Msg: "organization_name must be a string or null, got " + kindName(v) + "; published under _"})
 	}
@@ -672,10 +673,12 @@ func (p *Parser) warnings(k Kind, d *doc) []Warning {
 	return sortWarnings(out)
 }
 
-// problem is a Warning that ValidationStrict turns into an *Error.
+// problem is a Warning that ValidationStrict turns into a *payloads.FieldError.
 type problem struct{ Warning }
 
-func (p problem) error() *Error { return &Error{Field: p.Field, Msg: p.Msg} }
+func (p problem) error() *payloads.FieldError {
+	return &payloads.FieldError{Field: p.Field, Msg: p.Msg}
+}
 
 // sortWarnings orders warnings by field, then message, so that answers are
 // stable; nil when there are none.
@@ -693,18 +696,18 @@ func sortWarnings(ws []Warning) []Warning {
 }
 
 func kindName(v []byte) string {
-	switch rawjson.Kind(v) {
-	case rawjson.Object:
+	switch jsonscan.Kind(v) {
+	case jsonscan.Object:
 		return "an object"
-	case rawjson.Array:
+	case jsonscan.Array:
 		return "an array"
-	case rawjson.String:
+	case jsonscan.String:
 		return "a string"
-	case rawjson.Number:
+	case jsonscan.Number:
 		return "a number"
-	case rawjson.True, rawjson.False:
+	case jsonscan.True, jsonscan.False:
 		return "a boolean"
-	case rawjson.Null:
+	case jsonscan.Null:
 		return "null"
 	}
 	return "nothing"
@@ -732,17 +735,17 @@ func (d *doc) converge(body []byte) *RunConverge {
 	c.Shadowed = d.shadowed(body, "node", "resources")
 	c.members = d.members
 	c.cookbooks = d.nodeCookbooks
-	if rawjson.Kind(c.cookbooks) != rawjson.Object {
+	if jsonscan.Kind(c.cookbooks) != jsonscan.Object {
 		c.cookbooks = nil
-		if v, _ := d.get("cookbooks"); rawjson.Kind(v) == rawjson.Object {
+		if v, _ := d.get("cookbooks"); jsonscan.Kind(v) == jsonscan.Object {
 			c.cookbooks = v
 		}
 	}
-	if v, ok := d.get("error"); ok && rawjson.Kind(v) == rawjson.Object {
-		class, _ := rawjson.Get(v, "class")
-		msg, _ := rawjson.Get(v, "message")
-		bt, _ := rawjson.Get(v, "backtrace")
-		if rawjson.Kind(bt) != rawjson.Array {
+	if v, ok := d.get("error"); ok && jsonscan.Kind(v) == jsonscan.Object {
+		class, _ := jsonscan.Get(v, "class")
+		msg, _ := jsonscan.Get(v, "message")
+		bt, _ := jsonscan.Get(v, "backtrace")
+		if jsonscan.Kind(bt) != jsonscan.Array {
 			bt = nil
 		}
 		c.Error = &RunError{Class: optStr(class), Message: optStr(msg), Backtrace: bt}
@@ -758,9 +761,9 @@ func (d *doc) converge(body []byte) *RunConverge {
 			for _, m := range e.members {
 				switch m.Key {
 				case "status":
-					res.Status, _ = rawjson.Str(m.Value)
+					res.Status, _ = jsonscan.Str(m.Value)
 				case "cookbook_name":
-					res.CookbookName, _ = rawjson.Str(m.Value)
+					res.CookbookName, _ = jsonscan.Str(m.Value)
 				}
 			}
 			c.Resources = append(c.Resources, res)
@@ -830,10 +833,10 @@ func cutMembers(body []byte, members []Member, keys []string) []Span {
 // optInt is the member's value when it is an integer that fits in int64.
 func (d *doc) optInt(key string) *int64 {
 	v, _ := d.get(key)
-	if rawjson.Kind(v) != rawjson.Number {
+	if jsonscan.Kind(v) != jsonscan.Number {
 		return nil
 	}
-	n, err := strconv.ParseInt(string(rawjson.Trim(v)), 10, 64)
+	n, err := strconv.ParseInt(string(jsonscan.Trim(v)), 10, 64)
 	if err != nil {
 		return nil
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 // fixture reads one of the real payloads, kept with the adapter's golden cases.
@@ -139,7 +141,7 @@ func TestDeviations(t *testing.T) {
 			t.Errorf("%s: compatible refused it: %v", tt.name, err)
 		}
 		_, err := p[ValidationStrict].Parse(body)
-		var perr *Error
+		var perr *payloads.FieldError
 		if !errors.As(err, &perr) || perr.Field != tt.field {
 			t.Errorf("%s: strict gave %#v, want an error on %s", tt.name, err, tt.field)
 		}
@@ -175,7 +177,7 @@ func TestDeviations(t *testing.T) {
 			t.Errorf("%s: compatible warned %+v, want one %s warning on %s", tt.name, w, tt.reason, tt.field)
 		}
 		_, err = p[ValidationStrict].Parse(body)
-		var perr *Error
+		var perr *payloads.FieldError
 		if !errors.As(err, &perr) || perr.Field != tt.field {
 			t.Errorf("%s: strict gave %v, want an error on %s", tt.name, err, tt.field)
 		}
@@ -267,7 +269,7 @@ func TestTopicFields(t *testing.T) {
 		for _, tt := range tests {
 			body := mutate(t, tt.base, tt.mutate)
 			m, err := p.Parse(body)
-			var perr *Error
+			var perr *payloads.FieldError
 			if tt.refuse || mode == ValidationStrict {
 				if !errors.As(err, &perr) || perr.Field != tt.field || !strings.Contains(perr.Msg, tt.msg) {
 					t.Errorf("%s: got %#v, want %s: %q", mode, err, tt.field, tt.msg)
@@ -697,9 +699,9 @@ func FuzzParse(f *testing.F) {
 				}
 			}
 			if err != nil {
-				var perr *Error
+				var perr *payloads.FieldError
 				if !errors.As(err, &perr) || perr.Msg == "" {
-					t.Fatalf("%s: error %#v is not an *Error with a message", mode, err)
+					t.Fatalf("%s: error %#v is not a *payloads.FieldError with a message", mode, err)
 				}
 				continue
 			}

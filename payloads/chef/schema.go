@@ -15,7 +15,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/opsfirehose/firehose/payloads/chef/rawjson"
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 )
 
 // The RFC's draft-04 schemas: strict/ is the RFC verbatim, compatible/ the
@@ -186,8 +186,8 @@ func elementsInstance(es *elements, sh *shape) (any, error) {
 // instance builds the value the validator sees for the raw JSON v, which is
 // valid. Containers the shape does not look into are empty stand-ins.
 func instance(v []byte, sh *shape) (any, error) {
-	switch rawjson.Kind(v) {
-	case rawjson.Object:
+	switch jsonscan.Kind(v) {
+	case jsonscan.Object:
 		if sh == nil || sh.opaque {
 			return map[string]any{}, nil
 		}
@@ -195,9 +195,9 @@ func instance(v []byte, sh *shape) (any, error) {
 			return decodeAll(v)
 		}
 		m := make(map[string]any)
-		it := rawjson.Members(v)
+		it := jsonscan.Members(v)
 		for it.Next() {
-			key := rawjson.Key(it.Key())
+			key := jsonscan.Key(it.Key())
 			var child *shape
 			if sh.props != nil {
 				child = sh.props[key]
@@ -209,7 +209,7 @@ func instance(v []byte, sh *shape) (any, error) {
 			m[key] = val
 		}
 		return m, it.Err()
-	case rawjson.Array:
+	case jsonscan.Array:
 		if sh == nil || sh.opaque {
 			return []any{}, nil
 		}
@@ -217,7 +217,7 @@ func instance(v []byte, sh *shape) (any, error) {
 			return decodeAll(v)
 		}
 		a := []any{}
-		it := rawjson.Elements(v)
+		it := jsonscan.Elements(v)
 		for it.Next() {
 			val, err := instance(it.Value(), sh.items)
 			if err != nil {
@@ -226,23 +226,23 @@ func instance(v []byte, sh *shape) (any, error) {
 			a = append(a, val)
 		}
 		return a, it.Err()
-	case rawjson.String:
+	case jsonscan.String:
 		if sh == nil || sh.opaque {
 			// Only the type is checked: any string will do, and "" costs nothing.
 			return "", nil
 		}
-		s, ok := rawjson.Str(v)
+		s, ok := jsonscan.Str(v)
 		if !ok {
 			return nil, errors.New("invalid string")
 		}
 		return s, nil
-	case rawjson.Number:
-		return json.Number(rawjson.Trim(v)), nil
-	case rawjson.True:
+	case jsonscan.Number:
+		return json.Number(jsonscan.Trim(v)), nil
+	case jsonscan.True:
 		return true, nil
-	case rawjson.False:
+	case jsonscan.False:
 		return false, nil
-	case rawjson.Null:
+	case jsonscan.Null:
 		return nil, nil
 	}
 	return nil, errors.New("invalid JSON value")

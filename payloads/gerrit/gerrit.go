@@ -16,7 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 // TypeDroppedOutput is the event Gerrit sends down a stream-events session
@@ -36,7 +37,10 @@ const (
 // spaces that are not valid around JSON.
 const jsonSpace = " \t\r\n"
 
-// ErrInvalid is wrapped by every *Error.
+// ErrInvalid is wrapped by every *payloads.FieldError of this package, whose
+// Line is the 1-based line of the event at fault and whose Field is the JSON
+// field at fault ("type", "project", ...), or "" when the line is not a JSON
+// object at all.
 var ErrInvalid = errors.New("invalid gerrit event")
 
 // Event is one Gerrit event.
@@ -56,29 +60,6 @@ type Event struct {
 	// Line is the 1-based line of the input where the event starts.
 	Line int
 }
-
-// Error says why an input is not a Gerrit event, and where.
-type Error struct {
-	// Line is the 1-based line of the event at fault.
-	Line int
-	// Field is the JSON field at fault ("type", "project", ...), or "" when
-	// the line is not a JSON object at all.
-	Field string
-	// Msg says what is wrong.
-	Msg string
-}
-
-// Error returns "line N: field: message".
-func (e *Error) Error() string {
-	s := "line " + strconv.Itoa(e.Line) + ": "
-	if e.Field != "" {
-		s += e.Field + ": "
-	}
-	return s + e.Msg
-}
-
-// Unwrap returns ErrInvalid.
-func (e *Error) Unwrap() error { return ErrInvalid }
 
 // head is the part of an event that decides its topic. Raw messages let a
 // wrong type be reported by field instead of failing the whole decode.
@@ -101,7 +82,7 @@ var ErrTooMany = errors.New("too many events")
 func Parse(body []byte, max int) ([]Event, error) {
 	trimmed := bytes.Trim(body, jsonSpace)
 	if len(trimmed) == 0 {
-		return nil, &Error{Line: 1, Msg: "empty body: send one Gerrit event as JSON, or NDJSON with one event per line"}
+		return nil, &payloads.FieldError{Err: ErrInvalid, Line: 1, Msg: "empty body: send one Gerrit event as JSON, or NDJSON with one event per line"}
 	}
 	// A body holding one JSON value is one event, even when it spans lines.
 	// json.Valid stops at the second value of an NDJSON body, so this costs
@@ -148,7 +129,7 @@ func ParseEvent(raw []byte) (Event, error) {
 
 func parseAt(raw []byte, line int) (Event, error) {
 	fail := func(field, format string, args ...any) (Event, error) {
-		return Event{}, &Error{Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return Event{}, &payloads.FieldError{Err: ErrInvalid, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	var h head
 	if err := json.Unmarshal(raw, &h); err != nil {

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 const (
@@ -60,9 +62,9 @@ func TestParseEvent(t *testing.T) {
 	for _, tt := range tests {
 		ev, err := ParseEvent([]byte(tt.in))
 		if tt.errSubstr != "" || tt.errField != "" {
-			var e *Error
+			var e *payloads.FieldError
 			if !errors.As(err, &e) || !errors.Is(err, ErrInvalid) {
-				t.Errorf("%s: got %+v, %v; want an *Error", tt.in, ev, err)
+				t.Errorf("%s: got %+v, %v; want a *payloads.FieldError", tt.in, ev, err)
 				continue
 			}
 			if e.Field != tt.errField || !strings.Contains(e.Msg, tt.errSubstr) || e.Line != 1 {
@@ -107,7 +109,7 @@ func TestParseBody(t *testing.T) {
 	for _, tt := range tests {
 		events, err := Parse([]byte(tt.body), 0)
 		if tt.errLine != 0 {
-			var e *Error
+			var e *payloads.FieldError
 			if !errors.As(err, &e) || e.Line != tt.errLine || e.Field != tt.errField || events != nil {
 				t.Errorf("%s: got %d events, %v; want an error at line %d field %q", tt.name, len(events), err, tt.errLine, tt.errField)
 			}
@@ -160,7 +162,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		events, err := Parse(body, 0)
 		if err != nil {
-			var e *Error
+			var e *payloads.FieldError
 			if !errors.As(err, &e) || e.Line < 1 || events != nil {
 				t.Fatalf("bad error %v (%d events)", err, len(events))
 			}

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 // bugHeaders are the headers of a Launchpad bug notification, folded as
@@ -299,7 +301,7 @@ func TestRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		n, err := Parse([]byte(tt.mail))
-		var e *Error
+		var e *payloads.FieldError
 		if !errors.As(err, &e) || !errors.Is(err, ErrInvalid) || e.Field != tt.field || errors.Is(err, ErrNotLaunchpad) != tt.notLaunchpad {
 			t.Errorf("%s: got %+v, %v (field %q)", tt.name, n, err, tt.field)
 		}
@@ -325,7 +327,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		n, err := Parse(raw)
 		if err != nil {
-			var e *Error
+			var e *payloads.FieldError
 			if !errors.As(err, &e) {
 				t.Fatalf("error of type %T: %v", err, err)
 			}

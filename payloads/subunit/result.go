@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 // The statuses a subunit worker publishes.
@@ -25,25 +27,8 @@ const (
 	FieldSourceURL = "source_url"
 )
 
-// ErrInvalid is wrapped by every *FieldError.
+// ErrInvalid is wrapped by every *payloads.FieldError of this package.
 var ErrInvalid = errors.New("invalid subunit result")
-
-// FieldError names the field of a result that is wrong.
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-// Error returns "field: message".
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Msg
-	}
-	return e.Field + ": " + e.Msg
-}
-
-// Unwrap returns ErrInvalid.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
 
 // Result is what a subunit worker reports about one build: where it ran,
 // for which change, and whether its tests passed.
@@ -82,11 +67,11 @@ func ParseResult(body []byte) (Result, error) {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
 			if typeErr.Field == "" {
-				return Result{}, &FieldError{Msg: "the body must be a JSON object, not " + typeErr.Value}
+				return Result{}, &payloads.FieldError{Err: ErrInvalid, Msg: "the body must be a JSON object, not " + typeErr.Value}
 			}
-			return Result{}, &FieldError{Field: typeErr.Field, Msg: "must be a string, not " + typeErr.Value}
+			return Result{}, &payloads.FieldError{Err: ErrInvalid, Field: typeErr.Field, Msg: "must be a string, not " + typeErr.Value}
 		}
-		return Result{}, &FieldError{Msg: "invalid JSON: " + err.Error() +
+		return Result{}, &payloads.FieldError{Err: ErrInvalid, Msg: "invalid JSON: " + err.Error() +
 			" (to send a subunit v2 stream, set Content-Type: application/x-subunit)"}
 	}
 	change, err := changeNumber(in.Change)
@@ -95,7 +80,7 @@ func ParseResult(body []byte) (Result, error) {
 	}
 	status := deref(in.Status)
 	if status != ResultSuccess && status != ResultFailure {
-		return Result{}, &FieldError{Field: FieldStatus, Msg: fmt.Sprintf("is %q; must be %q or %q", status, ResultSuccess, ResultFailure)}
+		return Result{}, &payloads.FieldError{Err: ErrInvalid, Field: FieldStatus, Msg: fmt.Sprintf("is %q; must be %q or %q", status, ResultSuccess, ResultFailure)}
 	}
 	r, err := build(deref(in.Worker), deref(in.Project), change, deref(in.BuildUUID), deref(in.SourceURL))
 	if err != nil {
@@ -111,17 +96,17 @@ func ParseResult(body []byte) (Result, error) {
 func ResultFromQuery(q url.Values) (Result, error) {
 	change := q.Get(FieldChange)
 	if change == "" {
-		return Result{}, &FieldError{Field: FieldChange, Msg: "missing: the Gerrit change number, such as change=12345"}
+		return Result{}, &payloads.FieldError{Err: ErrInvalid, Field: FieldChange, Msg: "missing: the Gerrit change number, such as change=12345"}
 	}
 	if !isDigits(change) {
-		return Result{}, &FieldError{Field: FieldChange, Msg: fmt.Sprintf("%q is not a change number", change)}
+		return Result{}, &payloads.FieldError{Err: ErrInvalid, Field: FieldChange, Msg: fmt.Sprintf("%q is not a change number", change)}
 	}
 	return build(q.Get(FieldWorker), q.Get(FieldProject), change, q.Get(FieldBuildUUID), q.Get(FieldSourceURL))
 }
 
 func build(worker, project, change, buildUUID, sourceURL string) (Result, error) {
 	missing := func(field, example string) (Result, error) {
-		return Result{}, &FieldError{Field: field, Msg: "missing: " + example}
+		return Result{}, &payloads.FieldError{Err: ErrInvalid, Field: field, Msg: "missing: " + example}
 	}
 	switch {
 	case worker == "":
@@ -135,7 +120,7 @@ func build(worker, project, change, buildUUID, sourceURL string) (Result, error)
 	}
 	ns, repo, ok := strings.Cut(project, "/")
 	if !ok || ns == "" || repo == "" {
-		return Result{}, &FieldError{Field: FieldProject, Msg: fmt.Sprintf("%q is not <git namespace>/<repo>, such as \"openstack/nova\"", project)}
+		return Result{}, &payloads.FieldError{Err: ErrInvalid, Field: FieldProject, Msg: fmt.Sprintf("%q is not <git namespace>/<repo>, such as \"openstack/nova\"", project)}
 	}
 	return Result{Worker: worker, Namespace: ns, Repo: repo, Change: change, BuildUUID: buildUUID, SourceURL: sourceURL}, nil
 }
@@ -143,16 +128,16 @@ func build(worker, project, change, buildUUID, sourceURL string) (Result, error)
 func changeNumber(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", &FieldError{Field: FieldChange, Msg: "missing: the Gerrit change number, such as 12345"}
+		return "", &payloads.FieldError{Err: ErrInvalid, Field: FieldChange, Msg: "missing: the Gerrit change number, such as 12345"}
 	}
 	s := string(raw)
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", &FieldError{Field: FieldChange, Msg: err.Error()}
+			return "", &payloads.FieldError{Err: ErrInvalid, Field: FieldChange, Msg: err.Error()}
 		}
 	}
 	if !isDigits(s) {
-		return "", &FieldError{Field: FieldChange, Msg: fmt.Sprintf("%s is not a change number", raw)}
+		return "", &payloads.FieldError{Err: ErrInvalid, Field: FieldChange, Msg: fmt.Sprintf("%s is not a change number", raw)}
 	}
 	return s, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/url"
 	"testing"
+
+	"github.com/opsfirehose/firehose/payloads"
 )
 
 func TestResultFromQuery(t *testing.T) {
@@ -19,7 +21,7 @@ func TestResultFromQuery(t *testing.T) {
 			q2[k] = v
 		}
 		q2.Set(field, bad)
-		var fe *FieldError
+		var fe *payloads.FieldError
 		if _, err := ResultFromQuery(q2); !errors.As(err, &fe) || fe.Field != field {
 			t.Errorf("%s=%q: %v", field, bad, err)
 		}
@@ -41,7 +43,7 @@ func FuzzParseResult(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ParseResult(body)
 		if err != nil {
-			var fe *FieldError
+			var fe *payloads.FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("error of type %T", err)
 			}

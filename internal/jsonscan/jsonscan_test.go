@@ -1,4 +1,4 @@
-package rawjson
+package jsonscan
 
 import (
 	"bytes"
@@ -175,6 +175,18 @@ func FuzzCheck(f *testing.F) {
 			switch Kind(v) {
 			case Object:
 				it = Members(v)
+				// Walking it as known to be valid yields the same members.
+				trusted, checked := ValidMembers(v), Members(v)
+				for checked.Next() {
+					if !trusted.Next() || !bytes.Equal(trusted.Key(), checked.Key()) || !bytes.Equal(trusted.Value(), checked.Value()) ||
+						trusted.KeyOffset() != checked.KeyOffset() || trusted.Offset() != checked.Offset() {
+						t.Fatalf("ValidMembers(%q) differs from Members at member %d: %q=%q, want %q=%q",
+							v, checked.Index(), trusted.Key(), trusted.Value(), checked.Key(), checked.Value())
+					}
+				}
+				if trusted.Next() || trusted.Err() != nil || trusted.End() != checked.End() {
+					t.Fatalf("ValidMembers(%q) ends at %d (%v), Members at %d", v, trusted.End(), trusted.Err(), checked.End())
+				}
 			case Array:
 				it = Elements(v)
 			case String:
@@ -193,6 +205,15 @@ func FuzzCheck(f *testing.F) {
 					if !utf8.ValidString(k) {
 						t.Fatalf("key %q decoded to invalid UTF-8", it.Key())
 					}
+					var want string
+					quoted := v[it.KeyOffset() : it.KeyOffset()+len(it.Key())+2]
+					if err := json.Unmarshal(quoted, &want); err != nil || k != want || string(KeyBytes(it.Key())) != want {
+						t.Fatalf("key %s: Key %q, KeyBytes %q, encoding/json %q %v", quoted, k, KeyBytes(it.Key()), want, err)
+					}
+				}
+				// The value ends where the next comma or bracket begins.
+				if end := it.Offset() + len(it.Value()); !bytes.ContainsAny(v[SkipSpace(v, end):][:1], ",]}") {
+					t.Fatalf("after the value %q of %q comes %q", it.Value(), v, v[SkipSpace(v, end):])
 				}
 				walk(it.Value())
 			}
@@ -201,6 +222,19 @@ func FuzzCheck(f *testing.F) {
 			}
 		}
 		walk(b)
+	})
+}
+
+// ValidMembers on invalid input must not panic, whatever it returns.
+func FuzzValidMembers(f *testing.F) {
+	for _, c := range validityCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		it := ValidMembers(b)
+		for it.Next() {
+			_ = Key(it.Key())
+		}
 	})
 }
 

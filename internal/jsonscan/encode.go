@@ -1,4 +1,4 @@
-package rawjson
+package jsonscan
 
 import "unicode/utf8"
 

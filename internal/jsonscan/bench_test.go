@@ -1,4 +1,4 @@
-package rawjson
+package jsonscan
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 // BenchmarkCheck compares checking the 260 KB converge fixture with
 // encoding/json's checking and decoding of it.
 func BenchmarkCheck(b *testing.B) {
-	body, err := os.ReadFile(filepath.Join("..", "..", "..", "adapters", "chef", "testdata",
+	body, err := os.ReadFile(filepath.Join("..", "..", "adapters", "chef", "testdata",
 		"02_run_converge_success_chef12_ubuntu", "input.json"))
 	if err != nil {
 		b.Fatal(err)

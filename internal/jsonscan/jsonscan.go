@@ -1,4 +1,4 @@
-package rawjson
+package jsonscan
 
 import (
 	"encoding/binary"
@@ -120,6 +120,16 @@ func Key(raw []byte) string {
 	return s
 }
 
+// KeyBytes is Key without the string: raw itself when the key needs no
+// decoding (no escapes, valid UTF-8), so that comparing keys allocates
+// nothing; otherwise a decoded copy.
+func KeyBytes(raw []byte) []byte {
+	if plain(raw) {
+		return raw
+	}
+	return []byte(Key(raw))
+}
+
 // KeyIs reports whether the raw key equals name, without allocating when the
 // key has no escapes.
 func KeyIs(raw []byte, name string) bool {
@@ -147,7 +157,7 @@ func plain(b []byte) bool {
 // Iter walks the members of an object or the elements of an array, checking
 // syntax as it goes. The zero Iter yields nothing.
 //
-//	it := rawjson.Members(obj)
+//	it := jsonscan.Members(obj)
 //	for it.Next() {
 //		use(it.Key(), it.Value())
 //	}
@@ -179,6 +189,9 @@ type Iter struct {
 	done   bool
 	// pending: Step has read a key, the value is not read yet.
 	pending bool
+	// valid: the input is known to be valid JSON, so values are skipped
+	// without checking them (skipValid).
+	valid bool
 }
 
 // Members iterates over the members of the object v holds. If v is not an
@@ -188,6 +201,18 @@ func Members(v []byte) Iter { return newIter(v, '{', 1) }
 // Elements iterates over the elements of the array v holds. If v is not an
 // array, Err reports it after the first Next.
 func Elements(v []byte) Iter { return newIter(v, '[', 1) }
+
+// ValidMembers is Members for v already known to be valid JSON (checked by
+// Check or json.Valid, or stored by this program after checking): values are
+// skipped without being checked again, which is what makes walking large
+// stored documents cheap. Keys and the object's own punctuation are still
+// read with care; on invalid input the results are unspecified but it does
+// not panic.
+func ValidMembers(v []byte) Iter {
+	it := newIter(v, '{', 1)
+	it.valid = true
+	return it
+}
 
 func newIter(v []byte, open byte, depth int) Iter {
 	it := Iter{b: v, close: '}', depth: depth}
@@ -282,6 +307,11 @@ func (it *Iter) SkipValue() bool {
 		return !it.done
 	}
 	it.pending = false
+	if it.valid {
+		end := skipValid(it.b, it.i)
+		it.val, it.i = it.b[it.i:end], end
+		return true
+	}
 	end, err := skipValue(it.b, it.i, it.depth)
 	if err != nil {
 		it.err, it.done = err, true
@@ -469,6 +499,11 @@ func pathAt(b []byte, i int, keys []string, depth int) (end int, val []byte, ok 
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
+// SkipSpace returns the offset of the first byte at or after i in b that is
+// not JSON whitespace, or len(b). Callers that cut or splice members use it to
+// find the comma or bracket after a value.
+func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
+
 func skipSpace(b []byte, i int) int {
 	// Pretty-printed bodies indent with runs of spaces: take 8 at a time.
 	for i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == spaces8 {
@@ -523,6 +558,52 @@ func skipValue(b []byte, i, depth int) (int, error) {
 	default:
 		return 0, &SyntaxError{Offset: i, Msg: "unexpected " + describe(c) + " at the start of a value"}
 	}
+}
+
+// skipValid returns the offset just past the value starting at b[i], for
+// input known to be valid: strings by skipString's word-at-a-time loop,
+// containers by counting brackets outside strings, scalars up to the next
+// delimiter. It never reads past len(b).
+func skipValid(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipValidString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipValidString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// skipValidString is skipString for a string known to be valid, or len(b)
+// for one that is not terminated.
+func skipValidString(b []byte, i int) int {
+	end, err := skipString(b, i)
+	if err != nil {
+		return len(b)
+	}
+	return end
 }
 
 func skipContainer(b []byte, i, depth int) (int, error) {
