@@ -28,6 +28,7 @@ import (
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
+	"github.com/opsfirehose/firehose/mqttin"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 )
@@ -41,7 +42,7 @@ type Bridge struct {
 
 	broker     *broker.Broker     // embedded mode
 	external   *sinks.MQTT        // external mode: where adapters publish
-	subscriber *router.Subscriber // external mode: where the router reads
+	subscriber *mqttin.Subscriber // external mode: where the router reads
 	sinks      map[string]sinks.Sink
 	router     *router.Router
 	publisher  bus.Publisher
@@ -64,7 +65,7 @@ var (
 	_ lifecycle.Component = (*broker.Broker)(nil)
 	_ lifecycle.Component = (*httpserver.Server)(nil)
 	_ lifecycle.Component = (*router.Router)(nil)
-	_ lifecycle.Component = (*router.Subscriber)(nil)
+	_ lifecycle.Component = (*mqttin.Subscriber)(nil)
 	_ lifecycle.Component = (*dashboard.Dashboard)(nil)
 	_ lifecycle.Component = (*chef.Handler)(nil)
 	_ lifecycle.Component = (*configdbapi.Handler)(nil)
@@ -110,6 +111,10 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 	if err != nil {
 		return nil, err
 	}
+	inputMetrics, err := mqttin.NewMetrics(b.registry)
+	if err != nil {
+		return nil, err
+	}
 
 	switch cfg.Broker.Mode {
 	case broker.ModeExternal:
@@ -117,7 +122,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		if b.external, err = sinks.NewMQTT("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log); err != nil {
 			return nil, err
 		}
-		if b.subscriber, err = router.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, log); err != nil {
+		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, inputMetrics, log); err != nil {
 			return nil, err
 		}
 		b.publisher = &fittedPublisher{router: b.router, next: b.external}
@@ -126,7 +131,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 			return nil, err
 		}
 		if len(cfg.Routes) > 0 {
-			if err = b.broker.AddHook(router.NewHook(b.router, b.broker)); err != nil {
+			if err = b.broker.AddHook(mqttin.NewHook(b.router, b.broker, inputMetrics, log)); err != nil {
 				return nil, err
 			}
 		}

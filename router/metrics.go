@@ -5,12 +5,8 @@ import (
 )
 
 type metrics struct {
-	messages    *prometheus.CounterVec
-	replayed    *prometheus.CounterVec
-	mqttRefused prometheus.Counter
-	// externalDropped counts QoS 0 messages from the external broker that
-	// the router subscriber had no room for.
-	externalDropped prometheus.Counter
+	messages *prometheus.CounterVec
+	replayed *prometheus.CounterVec
 }
 
 type routeMetrics struct {
@@ -29,14 +25,6 @@ func newMetrics() *metrics {
 			Name: "firehose_outbox_replayed_total",
 			Help: "Messages delivered from a route's outbox after its sink came back.",
 		}, []string{"route"}),
-		mqttRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_mqtt_publishes_refused_total",
-			Help: "MQTT publishes refused because a required route could not make them safe (the client is told to resend).",
-		}),
-		externalDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_external_qos0_dropped_total",
-			Help: "QoS 0 messages from the external broker dropped because too many were waiting to be routed.",
-		}),
 	}
 }
 
@@ -53,7 +41,7 @@ func (m *metrics) forRoute(name string) routeMetrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer, r *Router) error {
-	for _, c := range []prometheus.Collector{m.messages, m.replayed, m.mqttRefused, m.externalDropped, &outboxCollector{r: r}} {
+	for _, c := range []prometheus.Collector{m.messages, m.replayed, &outboxCollector{r: r}} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

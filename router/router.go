@@ -310,8 +310,11 @@ func (r *Router) match(msgs []bus.Message) [][]bus.Message {
 	return batches
 }
 
-// matchesAny reports whether any route takes the message.
-func (r *Router) matchesAny(m *bus.Message) bool {
+// Matches reports whether any route takes m: a filter matches its topic
+// and the route's `where` holds for its payload. It neither addresses nor
+// delivers m, and is cheap enough to ask of every message a broker
+// receives, so that an input skips what no route wants.
+func (r *Router) Matches(m *bus.Message) bool {
 	var fields payloadFields
 	for _, rt := range r.routes {
 		if rt.matchesTopic(m.Topic) && (len(rt.conds) == 0 || matches(rt.conds, m.Payload, &fields)) {
@@ -320,6 +323,21 @@ func (r *Router) matchesAny(m *bus.Message) bool {
 	}
 	return false
 }
+
+// Filters returns the MQTT topic filters of every route, in configuration
+// order, as configured (duplicates and overlaps included). An input that
+// subscribes to a broker for the routes subscribes to these.
+func (r *Router) Filters() []string {
+	var all []string
+	for _, rt := range r.routes {
+		all = append(all, rt.cfg.Filters...)
+	}
+	return all
+}
+
+// Now is the router's clock (Options.Now), for the time an input received
+// a message (bus.HeaderReceivedAt).
+func (r *Router) Now() time.Time { return r.now() }
 
 func (rt *route) matchesTopic(topic string) bool {
 	for _, f := range rt.cfg.Filters {
@@ -383,8 +401,10 @@ func (r *Router) deliverRequired(ctx context.Context, rt *route, batch []bus.Mes
 	return nil
 }
 
-// replayBatch is how many outbox messages one sink publish carries.
-const replayBatch = 256
+// MaxBatch is how many outbox messages one sink publish carries. Inputs
+// that gather messages to route them together (the MQTT inputs) route at
+// most this many per call of Route.
+const MaxBatch = 256
 
 // drain is one emptying of an outbox: from the first message replayed
 // after an outage (or a restart) until the outbox is empty, however many
@@ -431,7 +451,7 @@ func (r *Router) replay(rt *route) {
 		case <-tick.C:
 		}
 		for rt.outbox.Len() > 0 && rt.sink.Ready() && r.ctx.Err() == nil {
-			entries, err := rt.outbox.Peek(replayBatch)
+			entries, err := rt.outbox.Peek(MaxBatch)
 			if err != nil && len(entries) == 0 {
 				rt.log.Error().Err(err).Msg("cannot read the outbox")
 				break

@@ -1,4 +1,4 @@
-package router
+package mqttin
 
 import (
 	"context"
@@ -14,8 +14,10 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/router"
 )
 
 // SourceMQTT is the Firehose-Source header of messages that MQTT clients
@@ -53,7 +55,7 @@ type Broker interface {
 // pipeline routes messages in batches, and then, in arrival order, gives
 // each back to mochi as the client that sent it (Broker.Release), so that
 // mochi retains it, delivers it and acks it exactly as it would have (see
-// router/README.md for why this is the one way to defer an ack with
+// mqttin/README.md for why this is the one way to defer an ack with
 // mochi's hooks). At most maxUnacked messages per client wait; beyond that
 // the hook blocks the client's reads, which is the back-pressure.
 //
@@ -72,9 +74,11 @@ type Broker interface {
 // every new message, so that JetStream drops resends but never a message.
 type Hook struct {
 	mqtt.HookBase
-	router   *Router
+	router   *router.Router
 	broker   Broker
 	rejected prometheus.Counter
+	log      zerolog.Logger
+	noRoutes bool // every publish passes as if there were no hook
 
 	pipelines sync.Map // *mqtt.Client -> *pipeline
 	sessions  sync.Map // client id -> *sessionEntry
@@ -84,9 +88,17 @@ type Hook struct {
 // matches the receive maximum the broker advertises to MQTT 5 clients.
 const maxUnacked = 1024
 
-// NewHook returns the router's hook for the embedded broker.
-func NewHook(r *Router, b Broker) *Hook {
-	return &Hook{router: r, broker: b, rejected: r.metrics.mqttRefused}
+// NewHook returns the router's hook for the embedded broker b: it routes
+// with r, counts in m the publishes it refuses, and logs to log (as the
+// router's component, since what it logs is what routing refused).
+func NewHook(r *router.Router, b Broker, m *Metrics, log zerolog.Logger) *Hook {
+	return &Hook{
+		router:   r,
+		broker:   b,
+		rejected: m.refused,
+		log:      log.With().Str("component", "router").Logger(),
+		noRoutes: len(r.Filters()) == 0,
+	}
 }
 
 // ID names the hook in mochi's logs.
@@ -121,7 +133,7 @@ func (h *Hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 // OnPublish takes a message from an MQTT client that a route wants into the
 // client's pipeline, and lets through the messages the pipeline gives back.
 func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if cl.Net.Inline || len(h.router.routes) == 0 {
+	if cl.Net.Inline || h.noRoutes {
 		return pk, nil
 	}
 	if released, drop := h.broker.Released(&pk); released {
@@ -135,7 +147,7 @@ func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	// through it, so none overtakes another.
 	p := h.pipelineOf(cl)
 	busy := p != nil && p.busy()
-	if !busy && !h.router.matchesAny(&msg) {
+	if !busy && !h.router.Matches(&msg) {
 		return pk, nil
 	}
 	var s *session
@@ -147,7 +159,7 @@ func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	msg.Headers = map[string]string{
 		bus.HeaderMsgID:      s.msgID(pk),
 		bus.HeaderSource:     SourceMQTT,
-		bus.HeaderReceivedAt: h.router.now().UTC().Format(time.RFC3339Nano),
+		bus.HeaderReceivedAt: h.router.Now().UTC().Format(time.RFC3339Nano),
 	}
 	if !busy && h.broker.Idle(cl) {
 		return h.routeNow(cl, pk, msg)
@@ -231,19 +243,19 @@ func (h *Hook) routeNow(cl *mqtt.Client, pk packets.Packet, msg bus.Message) (pa
 }
 
 // tooLarge answers for a publish too large for a required route (a
-// *TooLargeError from Fit or Route; ok is false for any other error): an
-// MQTT 5 client gets "quota exceeded" (0x97, the PUBACK code that fits)
-// with a reason string naming the route and its limit; an MQTT 3.1.1 client
-// has no negative ack, and a disconnect would make it resend the message
-// forever, so it is acked and the message dropped (code is
+// *router.TooLargeError from Fit or Route; ok is false for any other
+// error): an MQTT 5 client gets "quota exceeded" (0x97, the PUBACK code
+// that fits) with a reason string naming the route and its limit; an MQTT
+// 3.1.1 client has no negative ack, and a disconnect would make it resend
+// the message forever, so it is acked and the message dropped (code is
 // CodeSuccessIgnore, as for QoS 0 of either version). Either way it is
 // delivered nowhere, counted on the route as too_large, and logged.
 func (h *Hook) tooLarge(cl *mqtt.Client, pk packets.Packet, err error) (code packets.Code, ok bool) {
-	var tl *TooLargeError
+	var tl *router.TooLargeError
 	if err == nil || !errors.As(err, &tl) {
 		return packets.Code{}, false
 	}
-	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).Int("protocol", int(cl.Properties.ProtocolVersion)).
+	h.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).Int("protocol", int(cl.Properties.ProtocolVersion)).
 		Msg("an MQTT publish is too large for a required route; it is delivered nowhere (MQTT 5: refused with 0x97; MQTT 3.1.1: acknowledged and dropped)")
 	if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
 		return packets.CodeSuccessIgnore, true
@@ -253,7 +265,7 @@ func (h *Hook) tooLarge(cl *mqtt.Client, pk packets.Packet, err error) (code pac
 
 func (h *Hook) refused(cl *mqtt.Client, pk packets.Packet, err error) {
 	h.rejected.Inc()
-	h.router.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).
+	h.log.Warn().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).
 		Msg("an MQTT publish could not be made safe; refusing it so the client resends")
 }
 
@@ -321,7 +333,7 @@ func (p *pipeline) close() {
 	p.cond.Signal()
 }
 
-// take waits for messages and returns up to replayBatch of them; nil once
+// take waits for messages and returns up to router.MaxBatch of them; nil once
 // the client is gone and nothing is left. spare is the previous batch, done
 // with: its array takes the messages that arrive next, so that a busy
 // client's items (each a whole packet) are neither reallocated nor copied
@@ -337,13 +349,13 @@ func (p *pipeline) take(spare []item) []item {
 	switch {
 	case n == 0:
 		return nil
-	case n <= replayBatch:
+	case n <= router.MaxBatch:
 		batch := p.items
 		p.items = spare[:0]
 		return batch
 	default:
-		batch := append(spare[:0], p.items[:replayBatch]...)
-		p.items = append(p.items[:0], p.items[replayBatch:]...)
+		batch := append(spare[:0], p.items[:router.MaxBatch]...)
+		p.items = append(p.items[:0], p.items[router.MaxBatch:]...)
 		return batch
 	}
 }
@@ -404,7 +416,7 @@ func (h *Hook) release(cl *mqtt.Client, pk packets.Packet, drop bool) {
 	if err := h.broker.Release(cl, pk, drop); err != nil {
 		// The client has gone: it never got its ack, and resends the
 		// message if its session lives on.
-		h.router.log.Debug().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).Msg("releasing a routed publish failed")
+		h.log.Debug().Err(err).Str("client", cl.ID).Str("topic", pk.TopicName).Msg("releasing a routed publish failed")
 	}
 }
 

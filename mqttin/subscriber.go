@@ -1,4 +1,4 @@
-package router
+package mqttin
 
 import (
 	"context"
@@ -14,9 +14,11 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 )
 
@@ -31,11 +33,12 @@ import (
 // never waits. One worker takes the queue in batches, routes each batch,
 // and then acknowledges its messages in arrival order.
 type Subscriber struct {
-	router  *Router
+	router  *router.Router
 	client  paho.Client
 	filters []string
 	group   string
 	log     zerolog.Logger
+	dropped prometheus.Counter // QoS 0 messages the queue had no room for
 	// maxBackoff bounds the wait between attempts to subscribe.
 	maxBackoff time.Duration
 	queue      queue
@@ -69,16 +72,18 @@ const (
 	maxQoS0Bytes  = 64 << 20
 )
 
-// NewSubscriber prepares the subscription; cfg describes the connection (as
-// for an mqtt sink, with its own client id).
-func NewSubscriber(r *Router, cfg sinks.Config, group string, log zerolog.Logger) (*Subscriber, error) {
+// NewSubscriber prepares the subscription for r's routes; cfg describes the
+// connection (as for an mqtt sink, with its own client id); m counts the
+// QoS 0 messages dropped.
+func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics, log zerolog.Logger) (*Subscriber, error) {
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails
 	s := &Subscriber{
 		router:     r,
-		filters:    routeFilters(r),
+		filters:    routeFilters(r.Filters()),
 		group:      group,
 		log:        log.With().Str("component", "router-subscriber").Logger(),
+		dropped:    m.externalDropped,
 		maxBackoff: cfg.MaxReconnectInterval,
 		idPrefix:   "mqtt-" + hex.EncodeToString(nonce[:]) + "-",
 		done:       make(chan struct{}),
@@ -154,7 +159,7 @@ func (s *Subscriber) Ready() error {
 // receive is paho's message handler: it queues and returns at once.
 func (s *Subscriber) receive(_ paho.Client, m paho.Message) {
 	if !s.queue.push(m) {
-		s.router.metrics.externalDropped.Inc()
+		s.dropped.Inc()
 		s.log.Debug().Str("topic", m.Topic()).Msg("QoS 0 message dropped: too many waiting to be routed")
 	}
 }
@@ -249,12 +254,12 @@ func (s *Subscriber) run() {
 	defer close(s.done)
 	go func() { <-s.ctx.Done(); s.queue.close() }()
 	for {
-		batch := s.queue.take(replayBatch)
+		batch := s.queue.take(router.MaxBatch)
 		if batch == nil {
 			return
 		}
 		msgs := make([]bus.Message, 0, len(batch))
-		now := s.router.now()
+		now := s.router.Now()
 		for _, m := range batch {
 			msg := bus.Message{Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retain: m.Retained(), Headers: map[string]string{
 				bus.HeaderMsgID:      s.msgID(),
@@ -379,11 +384,7 @@ func (q *queue) close() {
 
 // routeFilters is the smallest set of the routes' filters that covers them
 // all, so that overlapping routes do not make the broker send a message twice.
-func routeFilters(r *Router) []string {
-	var all []string
-	for _, rt := range r.routes {
-		all = append(all, rt.cfg.Filters...)
-	}
+func routeFilters(all []string) []string {
 	sort.Strings(all)
 	var out []string
 	for i, f := range all {

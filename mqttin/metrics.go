@@ -1,0 +1,40 @@
+package mqttin
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the MQTT inputs' counters. Both are registered whatever the
+// broker mode, so that /metrics names the same series in either.
+type Metrics struct {
+	refused prometheus.Counter
+	// externalDropped counts QoS 0 messages from the external broker that
+	// the router subscriber had no room for.
+	externalDropped prometheus.Counter
+}
+
+// NewMetrics makes the inputs' counters and registers them with reg; nil
+// means none.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "firehose_mqtt_publishes_refused_total",
+			Help: "MQTT publishes refused because a required route could not make them safe (the client is told to resend).",
+		}),
+		externalDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "firehose_external_qos0_dropped_total",
+			Help: "QoS 0 messages from the external broker dropped because too many were waiting to be routed.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.refused, m.externalDropped} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("mqtt input metrics: %w", err)
+		}
+	}
+	return m, nil
+}
