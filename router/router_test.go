@@ -53,7 +53,9 @@ func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs ma
 	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}, logs: &testkit.SyncBuffer{}}
 	natsSinks := map[string]bool{}
 	for name, c := range sinkCfgs {
-		s, err := sinks.NewNATS(name, c, zerolog.Nop())
+		// The sinks log where the router does: a failing test shows why a
+		// sink stayed down.
+		s, err := sinks.NewNATS(name, c, zerolog.New(f.logs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +75,14 @@ func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs ma
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			for name, s := range f.sinks {
+				t.Logf("sink %s: ready %v, not ready because %q", name, s.Ready(), s.NotReadyReason())
+			}
+			t.Logf("router and sink log:\n%s", f.logs.String())
+		}
+	})
 	f.router = r
 	return f
 }

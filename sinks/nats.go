@@ -35,8 +35,13 @@ type NATS struct {
 	streamMu    sync.Mutex
 	streamReady atomic.Bool
 	streamErr   atomic.Pointer[string] // why the stream could not be made, last time
-	closed      atomic.Bool
-	closeOnce   sync.Once
+	// streamLost wakes keepStream to make the stream again. Nothing else
+	// would: the router publishes only to a ready sink, and the sink is not
+	// ready until the stream is made.
+	streamLost chan struct{}
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	done       chan struct{} // closed by Close; ends keepStream
 
 	// configured is the limit until the server's is known; streamLimit
 	// says where a stream's limit comes from. Both are made once, as Limit
@@ -61,6 +66,8 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		log:         log.With().Str("sink", name).Logger(),
 		timeout:     cfg.ConfirmTimeout,
 		constructed: make(chan struct{}),
+		streamLost:  make(chan struct{}, 1),
+		done:        make(chan struct{}),
 		limitKnown:  make(chan struct{}),
 		configured:  cfg.ConfiguredLimit(name),
 	}
@@ -145,6 +152,9 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 			nc.Close()
 			return nil, fmt.Errorf("sink %s: jetstream: %w", name, err)
 		}
+		if cfg.Stream != nil && cfg.Stream.Create {
+			go s.keepStream()
+		}
 	}
 	return s, nil
 }
@@ -202,9 +212,9 @@ func (s *NATS) onConnect() {
 		s.limitOnce.Do(func() { close(s.limitKnown) })
 		return
 	}
-	create := s.cfg.Stream.Create
-	if create {
-		s.streamReady.Store(false)
+	if s.cfg.Stream.Create {
+		s.loseStream() // keepStream makes it, and reads the limit
+		return
 	}
 	go func() {
 		defer s.limitOnce.Do(func() { close(s.limitKnown) })
@@ -212,14 +222,63 @@ func (s *NATS) onConnect() {
 		if s.js == nil { // construction failed
 			return
 		}
-		if !create {
-			s.readStreamLimit()
-			return
-		}
-		if err := s.ensureStream(); err != nil {
-			s.log.Error().Err(err).Str("stream", s.cfg.Stream.Name).Msg("cannot create the JetStream stream; will retry on the next publish")
-		}
+		s.readStreamLimit()
 	}()
+}
+
+// loseStream makes the sink not ready until keepStream has made (or
+// found) the stream again.
+func (s *NATS) loseStream() {
+	s.streamReady.Store(false)
+	select {
+	case s.streamLost <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// keepStream makes the stream whenever loseStream says it may be gone,
+// retrying until that succeeds: after a node of a cluster is lost, the
+// meta or stream leader is being elected and creating fails for a while,
+// and no publish or reconnection comes to try again, since the sink is
+// not ready meanwhile. It runs from construction until Close.
+func (s *NATS) keepStream() {
+	const maxDelay = 5 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.done
+		cancel()
+	}()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.streamLost:
+		}
+		delay := 100 * time.Millisecond
+		var logged string
+		for !s.streamReady.Load() {
+			if s.nc.IsConnected() {
+				err := s.ensureStream(ctx)
+				// Known as far as it can be: the warnings that wait for
+				// it go on with the configured limit.
+				s.limitOnce.Do(func() { close(s.limitKnown) })
+				if err == nil {
+					break
+				}
+				if why := err.Error(); why != logged && ctx.Err() == nil {
+					s.log.Error().Err(err).Str("stream", s.cfg.Stream.Name).Msg("cannot create the JetStream stream; retrying")
+					logged = why
+				}
+			}
+			select {
+			case <-s.done:
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, maxDelay)
+		}
+	}
 }
 
 // readStreamLimit reads the max_msg_size of a stream the sink does not
@@ -236,7 +295,7 @@ func (s *NATS) readStreamLimit() {
 	s.streamMaxMsg.Store(int64(max(st.CachedInfo().Config.MaxMsgSize, 0)))
 }
 
-func (s *NATS) ensureStream() error {
+func (s *NATS) ensureStream(ctx context.Context) error {
 	s.streamMu.Lock()
 	defer s.streamMu.Unlock()
 	if s.streamReady.Load() {
@@ -247,7 +306,7 @@ func (s *NATS) ensureStream() error {
 	if st.Storage == "memory" {
 		storage = jetstream.MemoryStorage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	stream, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:       st.Name,
@@ -358,7 +417,7 @@ func (r *refusals) err() error {
 
 func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 	if s.cfg.Stream != nil && s.cfg.Stream.Create && !s.streamReady.Load() {
-		if err := s.ensureStream(); err != nil {
+		if err := s.ensureStream(ctx); err != nil {
 			return fmt.Errorf("sink %s: %w: %w", s.name, bus.ErrUnavailable, err)
 		}
 	}
@@ -385,7 +444,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 		case <-f.Ok():
 		case err := <-f.Err():
 			if errors.Is(err, jetstream.ErrNoStreamResponse) && s.cfg.Stream != nil && s.cfg.Stream.Create {
-				s.streamReady.Store(false) // the stream may be gone: make it again before the next publish
+				s.loseStream() // the stream may be gone, or its leader: make it again before the next publish
 			}
 			err = fmt.Errorf("sink %s: publish %s: %w", s.name, f.Msg().Subject, classifyAck(err))
 			if errors.Is(err, bus.ErrInvalid) {
@@ -449,6 +508,7 @@ func (s *NATS) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		close(s.done)
 		if s.js != nil {
 			select {
 			case <-s.js.PublishAsyncComplete():

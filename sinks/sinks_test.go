@@ -368,6 +368,46 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 	}
 }
 
+// TestJetStreamMakesALostStreamWithoutAPublish: a publish that finds no
+// stream makes the sink not ready, and the sink makes the stream again on
+// its own. Nothing else would: the router publishes only to a ready sink,
+// and no reconnection comes when the connection stayed up (in a cluster,
+// while the stream's leader is elected after a node was lost).
+func TestJetStreamMakesALostStreamWithoutAPublish(t *testing.T) {
+	srv := testnats.Start(t)
+	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
+	cfg.ConfirmTimeout = time.Second // how long the publish below waits for no stream
+	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	testkit.Eventually(t, s.Ready, "the sink to be ready")
+
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(context.Background(), "SINKTEST"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.lost", Payload: []byte("1")}); !errors.Is(err, bus.ErrUnavailable) {
+		t.Fatalf("a publish to a deleted stream: %v, want bus.ErrUnavailable", err)
+	}
+	testkit.Eventually(t, s.Ready, "the sink to be ready again, with no publish to make it try")
+	if _, err := js.Stream(context.Background(), "SINKTEST"); err != nil {
+		t.Fatalf("ready, but the stream was not made again: %v", err)
+	}
+	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.after", Payload: []byte("2")}); err != nil {
+		t.Fatalf("after the stream was made again: %v", err)
+	}
+}
+
 // TestMQTTPacketSizeAgainstMosquitto: mosquitto takes a PUBLISH of
 // exactly max_packet_size as the sink counts it (the whole packet, as MQTT 5
 // defines Maximum Packet Size), and ends the connection of a client that
