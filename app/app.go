@@ -15,7 +15,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
@@ -70,7 +69,6 @@ var (
 	_ lifecycle.Component = (*chef.Handler)(nil)
 	_ lifecycle.Component = (*configdbapi.Handler)(nil)
 	_ lifecycle.Component = (*Bridge)(nil)
-	_ lifecycle.Component = (*BrokerOnly)(nil)
 )
 
 // New builds the bridge from a validated config and opens every listening
@@ -80,7 +78,7 @@ var (
 // migrates: when it is done first (SIGTERM), New returns an error wrapping
 // ctx's.
 func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge, err error) {
-	b := &Bridge{cfg: cfg, log: log, registry: newRegistry(), sinks: map[string]sinks.Sink{}, stop: make(chan struct{})}
+	b := &Bridge{cfg: cfg, log: log, registry: buildinfo.NewRegistry(), sinks: map[string]sinks.Sink{}, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			_ = b.closeAll(context.WithoutCancel(ctx))
@@ -171,12 +169,6 @@ func externalConn(ext *broker.External, suffix string) sinks.Config {
 	}
 }
 
-func newRegistry() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
-	return reg
-}
-
 // routes registers every HTTP endpoint. Adapters are added here, one block each.
 func (b *Bridge) routes() {
 	b.http.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -237,22 +229,6 @@ func (b *Bridge) Start(ctx context.Context) error {
 	return b.startErr
 }
 
-// part is one component of the bridge and the name its errors carry.
-type part struct {
-	name string
-	c    lifecycle.Component
-}
-
-// parts is a list of parts in the order they close.
-type parts []part
-
-// add appends c unless it is absent (a nil pointer inside c would not be).
-func (ps *parts) add(present bool, name string, c lifecycle.Component) {
-	if present {
-		*ps = append(*ps, part{name, c})
-	}
-}
-
 // closeOrder lists the parts in the order they close, the pipeline's: the
 // HTTP intake first, so no new message arrives (the dashboard before it: its
 // streams never end by themselves, and the HTTP server waits for them); the
@@ -260,19 +236,19 @@ func (ps *parts) add(present bool, name string, c lifecycle.Component) {
 // through the router; then the router stops (its outboxes stay on disk) and
 // the sinks flush; the broker closes last, so everything accepted reaches
 // subscribers.
-func (b *Bridge) closeOrder() parts {
-	var ps parts
-	ps.add(b.dashboard != nil, "dashboard", b.dashboard)
-	ps.add(b.http != nil, "http", b.http)
-	ps.add(b.chef != nil, "chef", b.chef)
-	ps.add(b.configdb != nil, "configdb", b.configdb)
-	ps.add(b.subscriber != nil, "router subscriber", b.subscriber)
-	ps.add(b.router != nil, "router", b.router)
+func (b *Bridge) closeOrder() lifecycle.Parts {
+	var ps lifecycle.Parts
+	ps.Add(b.dashboard != nil, "dashboard", b.dashboard)
+	ps.Add(b.http != nil, "http", b.http)
+	ps.Add(b.chef != nil, "chef", b.chef)
+	ps.Add(b.configdb != nil, "configdb", b.configdb)
+	ps.Add(b.subscriber != nil, "router subscriber", b.subscriber)
+	ps.Add(b.router != nil, "router", b.router)
 	for _, name := range sortedKeys(b.sinks) {
-		ps.add(true, "sink "+name, connected{b.sinks[name]})
+		ps.Add(true, "sink "+name, connected{b.sinks[name]})
 	}
-	ps.add(b.external != nil, "external broker", connected{b.external})
-	ps.add(b.broker != nil, "broker", b.broker)
+	ps.Add(b.external != nil, "external broker", connected{b.external})
+	ps.Add(b.broker != nil, "broker", b.broker)
 	return ps
 }
 
@@ -346,19 +322,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 
 func (b *Bridge) closeAll(ctx context.Context) error {
 	b.stopOnce.Do(func() { close(b.stop) })
-	return closeParts(ctx, b.closeOrder())
-}
-
-// closeParts closes each part in turn, each within what is left of ctx, and
-// reports every failure.
-func closeParts(ctx context.Context, ps parts) error {
-	var errs []error
-	for _, p := range ps {
-		if err := within(ctx, func() error { return p.c.Close(ctx) }); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
-		}
-	}
-	return errors.Join(errs...)
+	return lifecycle.CloseAll(ctx, b.closeOrder())
 }
 
 // warnSizeLimits logs, for each sink, the inputs whose messages may be

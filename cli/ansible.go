@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/opsfirehose/firehose/adapters/ansible"
+	"github.com/opsfirehose/firehose/cli/clicore"
 )
 
 // ansiblePluginCommand is `ansible-plugin`, the path locator for control
@@ -20,10 +21,10 @@ import (
 func ansiblePluginCommand() Command {
 	return Command{Name: "ansible-plugin", Args: "[--dir DIR] [--env]", Summary: "put the Ansible callback plugin in a directory and print it, for ANSIBLE_CALLBACK_PLUGINS",
 		Run: func(env Env, prog string, args []string) int {
-			fs := newFlagSet(env, prog, "ansible-plugin")
+			fs := clicore.NewFlagSet(env, prog, "ansible-plugin")
 			dir := fs.String("dir", "", "the `directory` for firehose.py (default $XDG_DATA_HOME/firehose/ansible/callback_plugins, or ~/.local/share/...)")
 			exports := fs.Bool("env", false, "print export lines that enable the plugin, rather than the directory alone")
-			if code, ok := parseFlags(fs, args); !ok {
+			if code, ok := clicore.ParseFlags(fs, args); !ok {
 				return code
 			}
 			if *dir == "" {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsfirehose/firehose/config/configcore"
 )
 
 func TestEnvKeys(t *testing.T) {
@@ -36,7 +38,7 @@ func TestEnvKeys(t *testing.T) {
 	}
 	// No two keys share a variable ("a.b_c" and "a_b.c" would).
 	seen := map[string]string{}
-	for _, key := range scalarKeys(reflect.TypeFor[Config](), "") {
+	for _, key := range configcore.ScalarKeys(reflect.TypeFor[Config](), "") {
 		if other, dup := seen[EnvName(key)]; dup {
 			t.Errorf("%s and %s share %s", key, other, EnvName(key))
 		}

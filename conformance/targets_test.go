@@ -14,7 +14,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/opsfirehose/firehose/app"
+	"github.com/opsfirehose/firehose/app/brokeronly"
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/config/brokerconfig"
+	"github.com/opsfirehose/firehose/config/configcore"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 )
@@ -110,7 +113,11 @@ func parseConfig(t *testing.T, yaml string) config.Config {
 // startBroker runs cmd/broker's application in-process.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	s, err := app.NewBrokerOnly(parseConfig(t, oursConfig(t)), zerolog.Nop())
+	cfg := brokerconfig.Default()
+	if err := brokerconfig.Parse([]byte(oursConfig(t)), &cfg, configcore.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := brokeronly.NewBrokerOnly(cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

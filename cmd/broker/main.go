@@ -1,17 +1,19 @@
 // Command broker runs the firehose MQTT broker alone: anonymous read-only
 // subscribers, authenticated publishers, TCP, TLS and WebSocket listeners.
-// It replaces the OpenStack firehose's mosquitto.
+// It replaces the OpenStack firehose's mosquitto. It links only what it
+// runs (see TestLinksOnlyTheBroker).
 package main
 
 import (
 	"os"
 
-	"github.com/opsfirehose/firehose/cli"
+	"github.com/opsfirehose/firehose/cli/brokercli"
+	"github.com/opsfirehose/firehose/cli/clicore"
 )
 
 func main() {
-	env, stop := cli.OS()
-	code := cli.Broker(env, os.Args[1:])
+	env, stop := clicore.OS()
+	code := brokercli.Broker(env, os.Args[1:])
 	stop()
 	os.Exit(code)
 }

@@ -17,7 +17,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/opsfirehose/firehose/cli"
+	"github.com/opsfirehose/firehose/cli/brokercli"
+	"github.com/opsfirehose/firehose/cli/clicore"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -33,11 +34,11 @@ func runBroker(t *testing.T, config string) (code int, stderr string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errs bytes.Buffer
-	env := cli.Env{
+	env := clicore.Env{
 		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs, Context: ctx,
 		LookupEnv: func(string) (string, bool) { return "", false },
 	}
-	code = cli.Broker(env, []string{"run", "--config", path})
+	code = brokercli.Broker(env, []string{"run", "--config", path})
 	return code, errs.String()
 }
 
@@ -50,7 +51,7 @@ func TestExternalModeIsRefused(t *testing.T) {
   external: {url: "tcp://127.0.0.1:1"}
   listeners: [{address: '127.0.0.1:0'}]
 `)
-	if code == cli.ExitOK || !strings.Contains(stderr, "broker.mode") {
+	if code == clicore.ExitOK || !strings.Contains(stderr, "broker.mode") {
 		t.Fatalf("exit %d, stderr:\n%s\nwant a failure naming broker.mode", code, stderr)
 	}
 	if strings.Contains(stderr, "broker ready") {
@@ -65,7 +66,7 @@ routes: []
 sinks: {}
 ansible: {enabled: false}
 `)
-	if code != cli.ExitOK {
+	if code != clicore.ExitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
 	var warning string

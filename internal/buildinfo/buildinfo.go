@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Set by the linker (-X); empty otherwise.
@@ -123,4 +124,12 @@ func Collector() prometheus.Collector {
 	})
 	g.Set(1)
 	return g
+}
+
+// NewRegistry is a Prometheus registry with the Go runtime's, the process's
+// and the build's collectors, which every binary serves at /metrics.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), Collector())
+	return reg
 }

@@ -1,4 +1,4 @@
-package cli
+package clicore
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/httpserver"
 )
 
 // healthCommand is `health`: ask a running bridge (or broker) on this
@@ -18,15 +18,15 @@ import (
 // HEALTHCHECK and other probes that have no curl, such as a distroless
 // image. It finds the HTTP listener the way run does: --url, else the
 // config's http.address with the same FIREHOSE_* overrides and flags.
-func healthCommand() Command {
+func (p *Program) healthCommand() Command {
 	return Command{Name: "health", Args: "[--ready] [--url URL] [--timeout D]", Summary: "exit 0 if the running process on this machine answers /healthz (or /readyz) with 200",
 		Run: func(env Env, prog string, args []string) int {
-			fs := newFlagSet(env, prog, "health")
-			s := runFlags(fs, env)
+			fs := NewFlagSet(env, prog, "health")
+			s := p.runFlags(fs, env)
 			ready := fs.Bool("ready", false, "ask /readyz (the broker up, every required sink connected) rather than /healthz (alive)")
 			base := fs.String("url", "", "the HTTP listener's `URL`, e.g. https://127.0.0.1:8080 (default: from http.address)")
 			timeout := fs.Duration("timeout", 5*time.Second, "give up after this `duration`")
-			if code, ok := parseFlags(fs, args); !ok {
+			if code, ok := ParseFlags(fs, args); !ok {
 				return code
 			}
 			u := *base
@@ -38,7 +38,7 @@ func healthCommand() Command {
 				if !ok {
 					return ExitUsage
 				}
-				u = healthURL(cfg, programOf(env.Context))
+				u = healthURL(cfg.HTTP)
 			}
 			path := "/healthz"
 			if *ready {
@@ -59,13 +59,10 @@ func healthCommand() Command {
 		}}
 }
 
-// healthURL is the base URL of the HTTP listener cfg describes, on this
+// healthURL is the base URL of the HTTP listener hc describes, on this
 // machine: a wildcard host is asked on loopback.
-func healthURL(cfg *config.Config, p *program) string {
-	addr := cfg.HTTP.Address
-	if p != nil && p.defaultHTTP != "" && !cfg.Given("http.address") {
-		addr = p.defaultHTTP
-	}
+func healthURL(hc httpserver.Config) string {
+	addr := hc.Address
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		host, port = addr, "80"
@@ -77,7 +74,7 @@ func healthURL(cfg *config.Config, p *program) string {
 		host = "::1"
 	}
 	scheme := "http"
-	if cfg.HTTP.TLS != nil {
+	if hc.TLS != nil {
 		scheme = "https"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port)

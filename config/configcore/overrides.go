@@ -1,4 +1,4 @@
-package config
+package configcore
 
 import (
 	"encoding"
@@ -55,12 +55,14 @@ const EnvPrefix = "FIREHOSE_"
 // there, except under maps and lists of sections (sinks, routes, users,
 // tokens, listeners); FIREHOSE_MQTT_ADDRESS and FIREHOSE_WS_ADDRESS set the
 // MQTT and WebSocket listeners' addresses.
-func EnvKeys() map[string]string {
+//
+// root is the config file's Go type: each binary has its own.
+func EnvKeys(root reflect.Type) map[string]string {
 	out := map[string]string{
 		EnvPrefix + "MQTT_ADDRESS": MQTTAddress,
 		EnvPrefix + "WS_ADDRESS":   WSAddress,
 	}
-	for _, key := range scalarKeys(reflect.TypeFor[Config](), "") {
+	for _, key := range ScalarKeys(root, "") {
 		out[EnvName(key)] = key
 	}
 	return out
@@ -74,9 +76,10 @@ func EnvName(key string) string {
 // EnvOverrides returns the overrides that lookupEnv's FIREHOSE_* variables
 // make, sorted by key. Variables that match no key (FIREHOSE_CONFIG,
 // FIREHOSE_URL, the ones a config file names in ${...}) are not overrides.
-func EnvOverrides(lookupEnv func(string) (string, bool)) []Override {
+// keys are EnvKeys' answer for the config's type.
+func EnvOverrides(keys map[string]string, lookupEnv func(string) (string, bool)) []Override {
 	var out []Override
-	for name, key := range EnvKeys() {
+	for name, key := range keys {
 		if v, ok := lookupEnv(name); ok {
 			out = append(out, Override{Key: key, Value: v, Source: name})
 		}
@@ -90,8 +93,8 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// scalarKeys lists the keys under t that hold a value or a list of values.
-func scalarKeys(t reflect.Type, prefix string) []string {
+// ScalarKeys lists the keys under t that hold a value or a list of values.
+func ScalarKeys(t reflect.Type, prefix string) []string {
 	var keys []string
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
@@ -105,7 +108,7 @@ func scalarKeys(t reflect.Type, prefix string) []string {
 			ft = ft.Elem()
 		}
 		if strings.Contains(","+opts+",", ",inline,") {
-			keys = append(keys, scalarKeys(ft, prefix)...)
+			keys = append(keys, ScalarKeys(ft, prefix)...)
 			continue
 		}
 		if !sf.IsExported() {
@@ -127,7 +130,7 @@ func scalarKeys(t reflect.Type, prefix string) []string {
 		case ft.Kind() == reflect.Slice && isValue(ft.Elem()):
 			keys = append(keys, key)
 		case ft.Kind() == reflect.Struct:
-			keys = append(keys, scalarKeys(ft, key)...)
+			keys = append(keys, ScalarKeys(ft, key)...)
 		}
 	}
 	return keys

@@ -1,4 +1,7 @@
-package app
+// Package brokeronly is cmd/broker's application: the broker alone, with
+// its health, readiness and metrics endpoints. It is apart from package app,
+// which runs the bridge, so that cmd/broker links no adapter, sink or store.
+package brokeronly
 
 import (
 	"context"
@@ -12,22 +15,23 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/broker"
-	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/config/brokerconfig"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
+	"github.com/opsfirehose/firehose/internal/lifecycle"
 )
 
 // DefaultBrokerHTTPAddress is where cmd/broker serves /healthz, /readyz and
-// /metrics when the config file does not set http.address: loopback, like
-// the bridge's 127.0.0.1:8080, but on a port of its own, so that a bridge
-// and a broker can run on one host with no config.
-const DefaultBrokerHTTPAddress = "127.0.0.1:9883"
+// /metrics when the config file does not set http.address.
+const DefaultBrokerHTTPAddress = brokerconfig.DefaultHTTPAddress
+
+var _ lifecycle.Component = (*BrokerOnly)(nil)
 
 // BrokerOnly is cmd/broker: the broker alone, from the same `broker:`
 // section the bridge uses (the replacement for the OpenStack firehose's
 // mosquitto), plus an HTTP listener for health checks and metrics.
 type BrokerOnly struct {
-	cfg      config.Config
+	cfg      brokerconfig.Config
 	log      zerolog.Logger
 	registry *prometheus.Registry
 	broker   *broker.Broker
@@ -43,15 +47,15 @@ type BrokerOnly struct {
 // listening socket, so a port in use fails here. It refuses broker.mode
 // external, which only the bridge understands, and warns about the
 // bridge-only settings it ignores. Nothing is served until Start.
-func NewBrokerOnly(cfg config.Config, log zerolog.Logger) (_ *BrokerOnly, err error) {
+func NewBrokerOnly(cfg brokerconfig.Config, log zerolog.Logger) (_ *BrokerOnly, err error) {
 	if cfg.Broker.Mode != broker.ModeEmbedded {
 		return nil, fmt.Errorf("broker.mode: %q is a bridge setting (the bridge then uses another broker), "+
 			"but cmd/broker is the broker itself: remove broker.mode or set it to %s", cfg.Broker.Mode, broker.ModeEmbedded)
 	}
-	if ignored := bridgeOnlyKeys(&cfg); len(ignored) > 0 {
+	if ignored := cfg.BridgeOnly(); len(ignored) > 0 {
 		log.Warn().Strs("ignored", ignored).Msg("cmd/broker ignores these bridge-only settings; they take effect in cmd/bridge")
 	}
-	s := &BrokerOnly{cfg: cfg, log: log, registry: newRegistry()}
+	s := &BrokerOnly{cfg: cfg, log: log, registry: buildinfo.NewRegistry()}
 	defer func() {
 		if err != nil {
 			_ = s.closeAll(context.Background())
@@ -60,7 +64,7 @@ func NewBrokerOnly(cfg config.Config, log zerolog.Logger) (_ *BrokerOnly, err er
 	if s.broker, err = broker.New(cfg.Broker, broker.Options{Logger: log, Registerer: s.registry}); err != nil {
 		return nil, err
 	}
-	if s.http, err = httpserver.New(brokerHTTPConfig(&cfg), httpserver.Options{Logger: log, Registerer: s.registry}); err != nil {
+	if s.http, err = httpserver.New(cfg.HTTP, httpserver.Options{Logger: log, Registerer: s.registry}); err != nil {
 		return nil, err
 	}
 	s.http.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -69,33 +73,6 @@ func NewBrokerOnly(cfg config.Config, log zerolog.Logger) (_ *BrokerOnly, err er
 	s.http.Handle("GET /readyz", http.HandlerFunc(s.readyz))
 	s.http.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s, nil
-}
-
-// brokerHTTPConfig is the `http:` section as cmd/broker uses it: the
-// bridge's, except that an http.address the file leaves out means
-// DefaultBrokerHTTPAddress rather than the bridge's default.
-func brokerHTTPConfig(cfg *config.Config) httpserver.Config {
-	hc := cfg.HTTP
-	if !cfg.Given("http.address") {
-		hc.Address = DefaultBrokerHTTPAddress
-	}
-	return hc
-}
-
-// bridgeOnlyKeys lists the settings in the file that only the bridge uses:
-// routes, sinks, data_dir and the adapters' sections.
-func bridgeOnlyKeys(cfg *config.Config) []string {
-	keys := []string{"sinks", "routes", "data_dir"}
-	for _, in := range cfg.Intakes() {
-		keys = append(keys, in.Key)
-	}
-	var given []string
-	for _, k := range keys {
-		if cfg.Given(k) {
-			given = append(given, k)
-		}
-	}
-	return given
 }
 
 // readyz answers 200 while the broker serves, in the bridge's JSON shape.
@@ -150,10 +127,10 @@ func (s *BrokerOnly) Close(ctx context.Context) error {
 }
 
 func (s *BrokerOnly) closeAll(ctx context.Context) error {
-	var ps parts
-	ps.add(s.http != nil, "http", s.http)
-	ps.add(s.broker != nil, "broker", s.broker)
-	return closeParts(ctx, ps)
+	var ps lifecycle.Parts
+	ps.Add(s.http != nil, "http", s.http)
+	ps.Add(s.broker != nil, "broker", s.broker)
+	return lifecycle.CloseAll(ctx, ps)
 }
 
 // HTTPAddr is the HTTP listener's bound address.
@@ -163,23 +140,10 @@ func (s *BrokerOnly) HTTPAddr() string { return s.http.Addr() }
 func (s *BrokerOnly) Broker() *broker.Broker { return s.broker }
 
 // RunBroker runs cmd/broker until ctx is done: NewBrokerOnly, then Run.
-func RunBroker(ctx context.Context, cfg config.Config, log zerolog.Logger) error {
+func RunBroker(ctx context.Context, cfg brokerconfig.Config, log zerolog.Logger) error {
 	s, err := NewBrokerOnly(cfg, log)
 	if err != nil {
 		return err
 	}
 	return s.Run(ctx)
-}
-
-// within runs fn, giving up when ctx is done, so one stuck component cannot
-// hold shutdown past its deadline.
-func within(ctx context.Context, fn func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("gave up waiting: %w", ctx.Err())
-	}
 }
