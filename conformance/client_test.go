@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
 // MQTT protocol versions, as CONNECT carries them.
@@ -357,36 +359,11 @@ func (c *Client) nextPID() uint16 {
 func (c *Client) send(pk packets.Packet) {
 	pk.ProtocolVersion = c.version
 	pk.Mods.AllowResponseInfo = true // else mochi's encoder drops Response Topic and Correlation Data
-	var buf bytes.Buffer
-	var err error
-	switch pk.FixedHeader.Type {
-	case packets.Publish:
-		err = pk.PublishEncode(&buf)
-	case packets.Puback:
-		err = pk.PubackEncode(&buf)
-	case packets.Pubrec:
-		err = pk.PubrecEncode(&buf)
-	case packets.Pubrel:
-		err = pk.PubrelEncode(&buf)
-	case packets.Pubcomp:
-		err = pk.PubcompEncode(&buf)
-	case packets.Subscribe:
-		err = pk.SubscribeEncode(&buf)
-	case packets.Unsubscribe:
-		err = pk.UnsubscribeEncode(&buf)
-	case packets.Pingreq:
-		err = pk.PingreqEncode(&buf)
-	case packets.Disconnect:
-		err = pk.DisconnectEncode(&buf)
-	case packets.Connect:
-		err = pk.ConnectEncode(&buf)
-	default:
-		err = fmt.Errorf("the client does not send packet type %d", pk.FixedHeader.Type)
-	}
+	b, err := testkit.EncodePacket(pk)
 	if err != nil {
 		c.t.Fatalf("encoding packet type %d: %v", pk.FixedHeader.Type, err)
 	}
-	c.sendRaw(buf.Bytes())
+	c.sendRaw(b)
 }
 
 // sendRaw writes bytes as they are, for packets the codec will not make.

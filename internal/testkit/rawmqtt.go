@@ -90,36 +90,11 @@ func (c *Raw) Send(pk packets.Packet) {
 // TrySend is Send that returns the error, for a connection the broker may have closed.
 func (c *Raw) TrySend(pk packets.Packet) error {
 	pk.ProtocolVersion = c.Version
-	var buf bytes.Buffer
-	var err error
-	switch pk.FixedHeader.Type {
-	case packets.Connect:
-		err = pk.ConnectEncode(&buf)
-	case packets.Publish:
-		err = pk.PublishEncode(&buf)
-	case packets.Puback:
-		err = pk.PubackEncode(&buf)
-	case packets.Pubrec:
-		err = pk.PubrecEncode(&buf)
-	case packets.Pubrel:
-		err = pk.PubrelEncode(&buf)
-	case packets.Pubcomp:
-		err = pk.PubcompEncode(&buf)
-	case packets.Subscribe:
-		err = pk.SubscribeEncode(&buf)
-	case packets.Unsubscribe:
-		err = pk.UnsubscribeEncode(&buf)
-	case packets.Pingreq:
-		err = pk.PingreqEncode(&buf)
-	case packets.Disconnect:
-		err = pk.DisconnectEncode(&buf)
-	default:
-		err = fmt.Errorf("raw client cannot encode packet type %d", pk.FixedHeader.Type)
-	}
+	b, err := EncodePacket(pk)
 	if err != nil {
 		return err
 	}
-	_, err = c.Conn.Write(buf.Bytes())
+	_, err = c.Conn.Write(b)
 	return err
 }
 
@@ -219,4 +194,36 @@ func (c *Raw) WaitClosed() []packets.Packet {
 		}
 		return got
 	}
+}
+
+// EncodePacket encodes one packet a client sends, in pk.ProtocolVersion, with
+// mochi's own encoders.
+func EncodePacket(pk packets.Packet) ([]byte, error) {
+	var buf bytes.Buffer
+	var err error
+	switch pk.FixedHeader.Type {
+	case packets.Connect:
+		err = pk.ConnectEncode(&buf)
+	case packets.Publish:
+		err = pk.PublishEncode(&buf)
+	case packets.Puback:
+		err = pk.PubackEncode(&buf)
+	case packets.Pubrec:
+		err = pk.PubrecEncode(&buf)
+	case packets.Pubrel:
+		err = pk.PubrelEncode(&buf)
+	case packets.Pubcomp:
+		err = pk.PubcompEncode(&buf)
+	case packets.Subscribe:
+		err = pk.SubscribeEncode(&buf)
+	case packets.Unsubscribe:
+		err = pk.UnsubscribeEncode(&buf)
+	case packets.Pingreq:
+		err = pk.PingreqEncode(&buf)
+	case packets.Disconnect:
+		err = pk.DisconnectEncode(&buf)
+	default:
+		err = fmt.Errorf("a client does not send packet type %d", pk.FixedHeader.Type)
+	}
+	return buf.Bytes(), err
 }
