@@ -256,6 +256,15 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
+// ok answers v with 200, or err as fail does: a store read's two results.
+func (q *request) ok(v any, err error) {
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	writeJSON(q.w, http.StatusOK, v)
+}
+
 // fail answers an error from the store: its kind's status for the caller's
 // mistakes, 503 with Retry-After for storage trouble, which is logged.
 func (q *request) fail(err error) {

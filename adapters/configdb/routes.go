@@ -184,50 +184,41 @@ func pathID(seg string) (int64, bool) {
 	return id, err == nil
 }
 
+// entityRoutes serves the entity collections: /<name> (GET lists, POST
+// creates) and /<name>/<id> (GET, PUT or PATCH updates, DELETE).
+var entityRoutes = map[string]struct {
+	collection func(*request)
+	item       func(*request, int64)
+}{
+	"components":           {(*request).components, (*request).component},
+	"resource_definitions": {(*request).resourceDefinitions, (*request).resourceDefinition},
+	"environments":         {(*request).environments, (*request).environment},
+}
+
 // route dispatches on the path after /api/v1/config/.
 func (q *request) route() {
 	segs := strings.Split(q.rest, "/")
+	if e, ok := entityRoutes[segs[0]]; ok {
+		switch len(segs) {
+		case 1:
+			if q.methods(http.MethodGet, http.MethodPost) {
+				e.collection(q)
+			}
+			return
+		case 2:
+			if id, ok := pathID(segs[1]); ok {
+				if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
+					e.item(q, id)
+				}
+				return
+			}
+		}
+	}
 	switch {
-	case len(segs) == 1 && segs[0] == "components":
-		if q.methods(http.MethodGet, http.MethodPost) {
-			q.components()
-		}
-		return
-	case len(segs) == 2 && segs[0] == "components":
-		if id, ok := pathID(segs[1]); ok {
-			if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
-				q.component(id)
-			}
-			return
-		}
-	case len(segs) == 1 && segs[0] == "resource_definitions":
-		if q.methods(http.MethodGet, http.MethodPost) {
-			q.resourceDefinitions()
-		}
-		return
-	case len(segs) == 2 && segs[0] == "resource_definitions":
-		if id, ok := pathID(segs[1]); ok {
-			if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
-				q.resourceDefinition(id)
-			}
-			return
-		}
 	case len(segs) == 4 && segs[0] == "resource_definitions" && segs[2] == "keys":
 		if id, ok := pathID(segs[1]); ok {
 			if q.methods(http.MethodPut, http.MethodPatch) {
 				q.resourceDefinitionKeys(id, segs[3])
-			}
-			return
-		}
-	case len(segs) == 1 && segs[0] == "environments":
-		if q.methods(http.MethodGet, http.MethodPost) {
-			q.environments()
-		}
-		return
-	case len(segs) == 2 && segs[0] == "environments":
-		if id, ok := pathID(segs[1]); ok {
-			if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
-				q.environment(id)
 			}
 			return
 		}
