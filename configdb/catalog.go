@@ -21,21 +21,12 @@ func (s *Store) GetComponent(ctx context.Context, id int64) (Component, error) {
 }
 
 func (t *txn) components(query string, args ...any) ([]Component, error) {
-	rows, err := t.query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	out := []Component{}
-	for rows.Next() {
+	out, err := queryAll(t, func(rows *sql.Rows) (Component, error) {
 		var c Component
-		if err := rows.Scan(&c.ID, &c.Name); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		err := rows.Scan(&c.ID, &c.Name)
+		return c, err
+	}, query, args...)
+	if err != nil {
 		return nil, err
 	}
 	defs, err := t.resourceDefinitions(`SELECT id, name, component_id, content FROM resource_definitions
@@ -71,26 +62,19 @@ func (t *txn) component(id int64) (Component, error) {
 }
 
 func (t *txn) resourceDefinitions(query string, args ...any) ([]ResourceDefinition, error) {
-	rows, err := t.query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []ResourceDefinition{}
-	for rows.Next() {
+	return queryAll(t, func(rows *sql.Rows) (ResourceDefinition, error) {
 		var d ResourceDefinition
 		var comp sql.NullInt64
 		var content string
 		if err := rows.Scan(&d.ID, &d.Name, &comp, &content); err != nil {
-			return nil, err
+			return d, err
 		}
 		if comp.Valid {
 			d.ComponentID = &comp.Int64
 		}
 		d.Content = json.RawMessage(content)
-		out = append(out, d)
-	}
-	return out, rows.Err()
+		return d, nil
+	}, query, args...)
 }
 
 func (t *txn) resourceDefinition(id int64) (ResourceDefinition, error) {
@@ -356,23 +340,6 @@ func (s *Store) DeleteComponent(ctx context.Context, author string, id int64) er
 		}
 		return nil
 	})
-}
-
-func (t *txn) ids(query string, args ...any) ([]int64, error) {
-	rows, err := t.query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }
 
 // ListResourceDefinitions returns resource definitions by id, all or those of

@@ -16,21 +16,8 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func (s *Store) ListEnvironments(ctx context.Context) ([]Environment, error) {
 	var out []Environment
 	err := s.read(ctx, func(t *txn) error {
-		rows, err := t.query(`SELECT id FROM environments ORDER BY id`)
+		ids, err := t.ids(`SELECT id FROM environments ORDER BY id`)
 		if err != nil {
-			return err
-		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		out = make([]Environment, 0, len(ids))
@@ -61,20 +48,7 @@ func (t *txn) environment(id int64) (Environment, error) {
 	if err != nil {
 		return env, err
 	}
-	rows, err := t.query(`SELECT component_id FROM environment_components WHERE environment_id = ? ORDER BY position`, id)
-	if err != nil {
-		return env, err
-	}
-	for rows.Next() {
-		var c int64
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return env, err
-		}
-		env.Components = append(env.Components, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if env.Components, err = t.ids(`SELECT component_id FROM environment_components WHERE environment_id = ? ORDER BY position`, id); err != nil {
 		return env, err
 	}
 	levels, err := t.levels(id)
@@ -94,20 +68,11 @@ type levelRow struct {
 
 // levels returns an environment's levels, least specific first.
 func (t *txn) levels(env int64) ([]levelRow, error) {
-	rows, err := t.query(`SELECT id, name FROM hierarchy_levels WHERE environment_id = ? ORDER BY position`, env)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []levelRow
-	for rows.Next() {
+	return queryAll(t, func(rows *sql.Rows) (levelRow, error) {
 		var l levelRow
-		if err := rows.Scan(&l.id, &l.name); err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+		err := rows.Scan(&l.id, &l.name)
+		return l, err
+	}, `SELECT id, name FROM hierarchy_levels WHERE environment_id = ? ORDER BY position`, env)
 }
 
 // resolveComponents finds components by id or name. An unknown one is
@@ -356,24 +321,18 @@ type docPath struct {
 
 // levelPaths runs a query for documents' id and level_path.
 func (t *txn) levelPaths(query string, args ...any) ([]docPath, error) {
-	rows, err := t.query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []docPath
-	for rows.Next() {
+	return queryAll(t, func(rows *sql.Rows) (docPath, error) {
 		var d docPath
 		var path string
 		if err := rows.Scan(&d.id, &path); err != nil {
-			return nil, err
+			return d, err
 		}
+		var err error
 		if d.pairs, err = parseLevelPath(path); err != nil {
-			return nil, fmt.Errorf("document %d: %w", d.id, err)
+			return d, fmt.Errorf("document %d: %w", d.id, err)
 		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+		return d, nil
+	}, query, args...)
 }
 
 // dropOrphanValues deletes the level values among candidates that no
@@ -415,21 +374,8 @@ func (t *txn) deleteDefinitions(ids []int64) error {
 		args[i] = id
 	}
 	in := placeholders(len(ids))
-	rows, err := t.query(`SELECT DISTINCT environment_id FROM documents WHERE resource_definition_id IN (`+in+`) ORDER BY environment_id`, args...)
+	envs, err := t.ids(`SELECT DISTINCT environment_id FROM documents WHERE resource_definition_id IN (`+in+`) ORDER BY environment_id`, args...)
 	if err != nil {
-		return err
-	}
-	var envs []int64
-	for rows.Next() {
-		var env int64
-		if err := rows.Scan(&env); err != nil {
-			rows.Close()
-			return err
-		}
-		envs = append(envs, env)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	orphans := map[int64]map[levelValue]bool{}
@@ -523,21 +469,13 @@ func (s *Store) ListLevels(ctx context.Context, env int64) ([]Level, error) {
 }
 
 func (t *txn) levelValues(level int64) ([]string, error) {
-	rows, err := t.query(`SELECT value FROM level_values WHERE level_id = ?`, level)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	values := []string{}
-	for rows.Next() {
+	values, err := queryAll(t, func(rows *sql.Rows) (string, error) {
 		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		values = append(values, v)
-	}
+		err := rows.Scan(&v)
+		return v, err
+	}, `SELECT value FROM level_values WHERE level_id = ?`, level)
 	sort.Strings(values)
-	return values, rows.Err()
+	return values, err
 }
 
 // GetLevel returns one level, by name or by id (all digits).
