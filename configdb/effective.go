@@ -71,11 +71,11 @@ func (b builder) add(m member, level int) builder {
 		e.body = append(e.body, ',')
 	}
 	en := entry{keyStart: int32(len(e.body)), level: int32(level)}
-	e.body = append(e.body, m.rawKey...)
+	e.body = append(e.body, m.rawKey()...)
 	en.keyEnd = int32(len(e.body))
 	e.body = append(e.body, ':')
 	en.valStart = int32(len(e.body))
-	e.body = append(e.body, m.val...)
+	e.body = append(e.body, m.val()...)
 	en.valEnd = int32(len(e.body))
 	e.entries = append(e.entries, en)
 	return b

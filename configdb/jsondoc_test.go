@@ -34,7 +34,7 @@ func TestSplitObject(t *testing.T) {
 	}
 	var got []string
 	for _, m := range members {
-		got = append(got, string(m.key)+"="+string(m.val))
+		got = append(got, string(m.key)+"="+string(m.val()))
 	}
 	want := []string{`a=1`, `b"c={"x": [1, "}"]}`, `d="\\"`, `e=true`}
 	if !reflect.DeepEqual(got, want) {
@@ -220,7 +220,7 @@ func FuzzSplitObject(f *testing.F) {
 		}
 		got := map[string]json.RawMessage{}
 		for _, m := range members {
-			got[string(m.key)] = m.val
+			got[string(m.key)] = m.val()
 		}
 		if len(got) != len(want) {
 			t.Fatalf("%q: keys %v, want %v", doc, got, want)
