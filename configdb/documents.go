@@ -310,9 +310,14 @@ func (s *Store) Effective(ctx context.Context, a Address) (*Effective, error) {
 		sources := make([]source, 0, 2*len(r.pathKeys))
 		for i, p := range r.pathKeys {
 			got := found[p]
-			sources = append(sources,
-				source{body: got.values, level: i, what: "values at " + r.lookups[i]},
-				source{body: got.overrides, level: i, what: "overrides at " + r.lookups[i]})
+			for _, s := range []source{
+				{body: got.values, level: i, what: "values at " + r.lookups[i]},
+				{body: got.overrides, level: i, what: "overrides at " + r.lookups[i]},
+			} {
+				if s.body != nil {
+					sources = append(sources, s)
+				}
+			}
 		}
 		eff, err = merge(sources, r.lookups)
 		return err

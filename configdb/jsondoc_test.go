@@ -109,7 +109,6 @@ func TestLookupKey(t *testing.T) {
 func TestEffectiveKeyAndLookup(t *testing.T) {
 	e, err := merge([]source{
 		{body: []byte(`{"a":1,"n":{"x":[1,2]}}`), level: 0},
-		{body: nil, level: 0},
 		{body: []byte(`{"a":2,"b":3}`), level: 1},
 	}, []string{"/", "/l/v/"})
 	if err != nil {
