@@ -115,7 +115,7 @@ func (t *txn) resource(env int64, res string) (int64, string, error) {
 		JOIN environment_components ec ON ec.component_id = rd.component_id
 		WHERE ec.environment_id = ? AND `
 	var arg any = res
-	if id, ok := parseID(res); ok {
+	if id, ok := ParseID(res); ok {
 		q, arg = q+"rd.id = ?", id
 	} else {
 		q += "rd.name = ?"

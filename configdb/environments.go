@@ -488,7 +488,7 @@ func (s *Store) GetLevel(ctx context.Context, env int64, level string) (Level, e
 }
 
 func findLevel(env int64, levels []Level, level string) (Level, error) {
-	id, byID := parseID(level)
+	id, byID := ParseID(level)
 	for _, l := range levels {
 		if (byID && l.ID == id) || (!byID && l.Name == level) {
 			return l, nil
@@ -497,8 +497,9 @@ func findLevel(env int64, levels []Level, level string) (Level, error) {
 	return Level{}, errorf(NotFound, "hierarchy level %q not found in environment %d", level, env)
 }
 
-// parseID reads an identifier that is all digits.
-func parseID(s string) (int64, bool) {
+// ParseID reads an identifier as the API's paths and parameters give it: all
+// digits, so that a name such as "1e3" or "+1" is never taken for an id.
+func ParseID(s string) (int64, bool) {
 	if s == "" {
 		return 0, false
 	}
@@ -524,7 +525,7 @@ func (s *Store) RenameLevel(ctx context.Context, author string, env int64, level
 		if err != nil {
 			return err
 		}
-		id, byID := parseID(level)
+		id, byID := ParseID(level)
 		var target *levelRow
 		for i, l := range rows {
 			if (byID && l.id == id) || (!byID && l.name == level) {

@@ -151,7 +151,7 @@ func (q *request) resourceDefinitions() {
 		if vals, ok := q.r.URL.Query()["component_id"]; ok {
 			f.ByComponent = true
 			if v := vals[0]; v != "" {
-				id, ok := pathID(v)
+				id, ok := configdb.ParseID(v)
 				if !ok {
 					return nil, invalid("component_id", "component_id must be an integer, or empty for definitions without a component")
 				}

@@ -3,7 +3,6 @@ package configdb
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/opsfirehose/firehose/configdb"
@@ -33,7 +32,7 @@ func parseDocumentRoute(rest string) (d docRoute, ok bool) {
 	if len(segs) < 5 || segs[0] != "environments" {
 		return d, false
 	}
-	env, isID := pathID(segs[1])
+	env, isID := configdb.ParseID(segs[1])
 	if !isID {
 		return d, false
 	}
@@ -71,7 +70,7 @@ func parseValuelessLevel(rest string) (a configdb.Address, name string, ok bool)
 	if len(segs) < 6 || segs[0] != "environments" {
 		return a, "", false
 	}
-	env, isID := pathID(segs[1])
+	env, isID := configdb.ParseID(segs[1])
 	if !isID {
 		return a, "", false
 	}
@@ -170,20 +169,6 @@ func routeSuffix(segs []string) (what, op string, ok bool) {
 	return "", "", false
 }
 
-// pathID parses an id segment: digits only.
-func pathID(seg string) (int64, bool) {
-	if seg == "" {
-		return 0, false
-	}
-	for _, c := range seg {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	id, err := strconv.ParseInt(seg, 10, 64)
-	return id, err == nil
-}
-
 // entityRoutes serves the entity collections: /<name> (GET lists, POST
 // creates) and /<name>/<id> (GET, PUT or PATCH updates, DELETE).
 var entityRoutes = map[string]struct {
@@ -206,7 +191,7 @@ func (q *request) route() {
 			}
 			return
 		case 2:
-			if id, ok := pathID(segs[1]); ok {
+			if id, ok := configdb.ParseID(segs[1]); ok {
 				if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
 					e.item(q, id)
 				}
@@ -216,21 +201,21 @@ func (q *request) route() {
 	}
 	switch {
 	case len(segs) == 4 && segs[0] == "resource_definitions" && segs[2] == "keys":
-		if id, ok := pathID(segs[1]); ok {
+		if id, ok := configdb.ParseID(segs[1]); ok {
 			if q.methods(http.MethodPut, http.MethodPatch) {
 				q.resourceDefinitionKeys(id, segs[3])
 			}
 			return
 		}
 	case len(segs) == 3 && segs[0] == "environments" && segs[2] == "hierarchy_levels":
-		if id, ok := pathID(segs[1]); ok {
+		if id, ok := configdb.ParseID(segs[1]); ok {
 			if q.methods(http.MethodGet) {
 				q.levels(id)
 			}
 			return
 		}
 	case len(segs) == 4 && segs[0] == "environments" && segs[2] == "hierarchy_levels":
-		id, ok := pathID(segs[1])
+		id, ok := configdb.ParseID(segs[1])
 		level, err := url.PathUnescape(segs[3])
 		if ok && err == nil && level != "" {
 			if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch) {
