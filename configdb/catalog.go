@@ -330,11 +330,7 @@ func (s *Store) DeleteComponent(ctx context.Context, author string, id int64) er
 			if err := t.lockEnv(envID); err != nil {
 				return err
 			}
-			env, err := t.environment(envID)
-			if err != nil {
-				return err
-			}
-			if err := s.emitEnvironment(t, eventUpdated, author, env); err != nil {
+			if err := s.emitEnvironmentUpdated(t, author, envID); err != nil {
 				return err
 			}
 		}

@@ -210,11 +210,7 @@ func (s *Store) UpdateEnvironment(ctx context.Context, author string, id int64, 
 				return err
 			}
 		}
-		env, err := t.environment(id)
-		if err != nil {
-			return err
-		}
-		return s.emitEnvironment(t, eventUpdated, author, env)
+		return s.emitEnvironmentUpdated(t, author, id)
 	})
 }
 
@@ -546,10 +542,6 @@ func (s *Store) RenameLevel(ctx context.Context, author string, env int64, level
 		if _, err := t.exec(`UPDATE hierarchy_levels SET name = ? WHERE id = ?`, name, target.id); err != nil {
 			return err
 		}
-		e, err := t.environment(env)
-		if err != nil {
-			return err
-		}
-		return s.emitEnvironment(t, eventUpdated, author, e)
+		return s.emitEnvironmentUpdated(t, author, env)
 	})
 }

@@ -63,6 +63,16 @@ func (s *Store) emitComponent(t *txn, event, author string, c Component) error {
 	return emitJSON(t, topic, err, ComponentEvent{ComponentID: c.ID, Event: event, Author: author, Component: c})
 }
 
+// emitEnvironmentUpdated emits the update of environment id, in its state
+// as the transaction leaves it.
+func (s *Store) emitEnvironmentUpdated(t *txn, author string, id int64) error {
+	env, err := t.environment(id)
+	if err != nil {
+		return err
+	}
+	return s.emitEnvironment(t, eventUpdated, author, env)
+}
+
 // emitJSON records ev, encoded, in the outbox under topic; topicErr is the
 // error of building topic, if any, for the caller to pass straight on.
 func emitJSON(t *txn, topic string, topicErr error, ev any) error {
