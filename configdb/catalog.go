@@ -254,6 +254,17 @@ func (s *Store) UpdateComponent(ctx context.Context, author string, id int64, u 
 	})
 }
 
+// writeEnv is write with environment env locked first, as every change to
+// an environment or to what is stored in it is.
+func (s *Store) writeEnv(ctx context.Context, env int64, fn func(t *txn) error) error {
+	return s.write(ctx, func(t *txn) error {
+		if err := t.lockEnv(env); err != nil {
+			return err
+		}
+		return fn(t)
+	})
+}
+
 // writeCatalog is write with the catalog locked first, as every change to
 // components and resource definitions is.
 func (s *Store) writeCatalog(ctx context.Context, fn func(t *txn) error) error {

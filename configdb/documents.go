@@ -339,10 +339,7 @@ func (s *Store) Put(ctx context.Context, author string, a Address, kind DocKind,
 		return Document{}, err
 	}
 	var doc Document
-	err = s.write(ctx, func(t *txn) error {
-		if err := t.lockEnv(a.Env); err != nil {
-			return err
-		}
+	err = s.writeEnv(ctx, a.Env, func(t *txn) error {
 		doc, err = s.putDoc(t, author, a, kind, pre, false, func([]byte) ([]byte, error) { return canon, nil })
 		return err
 	})
@@ -381,10 +378,7 @@ func (s *Store) PutMany(ctx context.Context, author string, docs []PutDoc) error
 // atomically. The document's row must exist (something was PUT there).
 func (s *Store) Keys(ctx context.Context, author string, a Address, kind DocKind, op KeysOp, paths []KeyPath, pre Precondition) (Document, error) {
 	var doc Document
-	err := s.write(ctx, func(t *txn) (err error) {
-		if err := t.lockEnv(a.Env); err != nil {
-			return err
-		}
+	err := s.writeEnv(ctx, a.Env, func(t *txn) (err error) {
 		doc, err = s.putDoc(t, author, a, kind, pre, true, func(old []byte) ([]byte, error) {
 			return applyKeys(old, op, paths)
 		})

@@ -187,10 +187,7 @@ func (s *Store) UpdateEnvironment(ctx context.Context, author string, id int64, 
 			return err
 		}
 	}
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockEnv(id); err != nil {
-			return err
-		}
+	return s.writeEnv(ctx, id, func(t *txn) error {
 		if u.Components != nil {
 			comps, err := t.resolveComponents(*u.Components)
 			if err != nil {
@@ -421,10 +418,7 @@ func parseLevelPath(path string) ([]levelValue, error) {
 
 // DeleteEnvironment deletes an environment with everything stored in it.
 func (s *Store) DeleteEnvironment(ctx context.Context, author string, id int64) error {
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockEnv(id); err != nil {
-			return err
-		}
+	return s.writeEnv(ctx, id, func(t *txn) error {
 		env, err := t.environment(id)
 		if err != nil {
 			return err
@@ -513,10 +507,7 @@ func (s *Store) RenameLevel(ctx context.Context, author string, env int64, level
 	if name == "" {
 		return invalidField("name", "name may not be empty")
 	}
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockEnv(env); err != nil {
-			return err
-		}
+	return s.writeEnv(ctx, env, func(t *txn) error {
 		rows, err := t.levels(env)
 		if err != nil {
 			return err
