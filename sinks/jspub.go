@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -77,19 +78,38 @@ func newJSPublisher(nc *nats.Conn, maxPending int) (*jsPublisher, error) {
 	return p, nil
 }
 
-// publish sends msgs to JetStream and waits for their acks, taking acks
-// from the inbox (its own and others') meanwhile. errs holds each
-// message's failure (nil when every message was stored); err is set when
-// ctx ended first, and then the messages not yet acked count as failed.
-func (p *jsPublisher) publish(ctx context.Context, msgs []bus.Message) (errs []error, err error) {
+// timers are the publishes' confirm timeouts, reused: a context with a
+// deadline per Publish cost the routed path more than the ack's parsing.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// publish sends msgs to JetStream and waits for their acks, at most
+// timeout, taking acks from the inbox (its own and others') meanwhile. errs
+// holds each message's failure (nil when every message was stored); err is
+// set when ctx ended or the timeout passed first, and then the messages not
+// yet acked count as failed.
+func (p *jsPublisher) publish(ctx context.Context, timeout time.Duration, msgs []bus.Message) (errs []error, err error) {
 	n := len(msgs)
 	if n == 0 {
 		return nil, nil
 	}
+	timer := timers.Get().(*time.Timer)
+	timer.Reset(timeout)
+	defer func() {
+		timer.Stop() // since Go 1.23, no stale tick is left in its channel
+		timers.Put(timer)
+	}()
+	expired := func() error { return fmt.Errorf("no ack within %s: %w", timeout, context.DeadlineExceeded) }
 	b := &ackBatch{n: n, left: n, done: make(chan struct{})}
 	p.mu.Lock()
 	for len(p.pending) > 0 && len(p.pending)+n > p.max {
-		if err := p.waitLocked(ctx); err != nil {
+		if err := p.waitLocked(ctx, timer.C); err != nil {
+			if err == errExpired {
+				err = expired()
+			}
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -101,9 +121,28 @@ func (p *jsPublisher) publish(ctx context.Context, msgs []bus.Message) (errs []e
 	}
 	p.mu.Unlock()
 
+	// One nats.Msg and header map for all: PublishMsg has written a
+	// message into the connection's buffer when it returns.
+	nm := &nats.Msg{}
+	var hdr nats.Header
+	var vals []string
 	for i := range msgs {
-		nm := natsMsg(&msgs[i])
+		m := &msgs[i]
+		nm.Subject, nm.Data = m.Topic, m.Payload
 		nm.Reply = p.prefix + strconv.FormatUint(base+uint64(i), 36)
+		nm.Header = nil
+		if len(m.Headers) > 0 {
+			if hdr == nil {
+				hdr = make(nats.Header, len(m.Headers))
+			}
+			clear(hdr)
+			vals = vals[:0]
+			for k, v := range m.Headers {
+				vals = append(vals, v)
+				hdr[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+			}
+			nm.Header = hdr
+		}
 		if perr := p.nc.PublishMsg(nm); perr != nil {
 			p.settle(base+uint64(i), perr)
 			if errors.Is(classify(perr), bus.ErrInvalid) {
@@ -124,20 +163,32 @@ func (p *jsPublisher) publish(ctx context.Context, msgs []bus.Message) (errs []e
 		case m := <-p.acks:
 			p.dispatch(m)
 		case <-ctx.Done():
-			p.mu.Lock()
-			for i := range n {
-				delete(p.pending, base+uint64(i)) // a late ack finds nothing
-			}
-			p.wakeLocked()
-			p.mu.Unlock()
+			p.abandon(base, n)
 			return nil, ctx.Err()
+		case <-timer.C:
+			p.abandon(base, n)
+			return nil, expired()
 		}
 	}
 }
 
+// abandon stops awaiting the acks of n messages from token base on.
+func (p *jsPublisher) abandon(base uint64, n int) {
+	p.mu.Lock()
+	for i := range n {
+		delete(p.pending, base+uint64(i)) // a late ack finds nothing
+	}
+	p.wakeLocked()
+	p.mu.Unlock()
+}
+
+// errExpired is waitLocked's timeout.
+var errExpired = errors.New("expired")
+
 // waitLocked waits, with p.mu held (and released meanwhile), until an ack
-// is settled, settling acks from the inbox itself.
-func (p *jsPublisher) waitLocked(ctx context.Context) error {
+// is settled, settling acks from the inbox itself, or ctx ends, or expired
+// ticks (errExpired).
+func (p *jsPublisher) waitLocked(ctx context.Context, expired <-chan time.Time) error {
 	if p.room == nil {
 		p.room = make(chan struct{})
 	}
@@ -150,6 +201,8 @@ func (p *jsPublisher) waitLocked(ctx context.Context) error {
 		p.dispatch(m)
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-expired:
+		return errExpired
 	}
 	return nil
 }
@@ -215,7 +268,7 @@ func (p *jsPublisher) idle(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.pending) > 0 {
-		if err := p.waitLocked(ctx); err != nil {
+		if err := p.waitLocked(ctx, nil); err != nil {
 			return err
 		}
 	}

@@ -380,11 +380,11 @@ func (s *NATS) Publish(ctx context.Context, msgs ...bus.Message) error {
 	if !s.nc.IsConnected() {
 		return fmt.Errorf("sink %s: not connected: %w", s.name, bus.ErrUnavailable)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	if s.js != nil {
 		return s.publishJetStream(ctx, msgs)
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	var refused refusals
 	for i := range msgs {
 		if err := s.nc.PublishMsg(natsMsg(&msgs[i])); err != nil {
@@ -429,7 +429,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 			return fmt.Errorf("sink %s: %w: %w", s.name, bus.ErrUnavailable, err)
 		}
 	}
-	errs, err := s.pub.publish(ctx, msgs)
+	errs, err := s.pub.publish(ctx, s.timeout, msgs)
 	if err != nil {
 		return fmt.Errorf("sink %s: waiting for acks: %w: %w", s.name, bus.ErrUnavailable, err)
 	}
