@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/sinks/internal/connstate"
 )
 
 // NATS is a NATS core or JetStream sink. Core publishes are confirmed by a
@@ -32,7 +33,7 @@ type NATS struct {
 	timeout time.Duration
 
 	constructed chan struct{} // closed once js is set; nats.go calls back before NewNATS returns
-	state       connState
+	state       *connstate.State
 	streamMu    sync.Mutex
 	streamReady atomic.Bool
 	streamErr   atomic.Pointer[string] // why the stream could not be made, last time
@@ -75,11 +76,11 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 	if cfg.Stream != nil {
 		s.streamLimit = "the max_msg_size of JetStream stream " + cfg.Stream.Name
 	}
-	s.state = connState{log: s.log, what: "NATS sink " + name}
+	s.state = connstate.New(s.log, "NATS sink "+name)
 	defer close(s.constructed)
 	connected := func(msg string) {
 		ev := s.log.Info()
-		if n := s.state.connected(); n > 0 {
+		if n := s.state.Connected(); n > 0 {
 			ev = ev.Int("failed_attempts", n)
 		}
 		ev.Msg(msg)
@@ -113,7 +114,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 				s.pub.failAll(fmt.Errorf("%w: %w", nats.ErrDisconnected, bus.ErrUnavailable))
 			}
 			if !s.closed.Load() {
-				s.state.lost(err)
+				s.state.Lost(err)
 				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes go to the outbox")
 			}
 		}),
@@ -121,7 +122,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		// reportFailedAttempt).
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
 			if !s.closed.Load() {
-				s.state.failed(err, "cannot connect")
+				s.state.Failed(err, "cannot connect")
 			}
 		}),
 		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
@@ -187,7 +188,7 @@ func (s *NATS) reportFailedAttempt() {
 		return
 	}
 	if err := s.nc.LastError(); err != nil && !s.nc.IsConnected() {
-		s.state.failed(err, "cannot connect")
+		s.state.Failed(err, "cannot connect")
 	}
 }
 
@@ -199,7 +200,7 @@ func (s *NATS) NotReadyReason() string {
 	case s.closed.Load():
 		return "closed"
 	case !s.nc.IsConnected():
-		return s.state.why("not connected yet")
+		return s.state.Why("not connected yet")
 	case s.Ready():
 		return ""
 	}
@@ -385,42 +386,20 @@ func (s *NATS) Publish(ctx context.Context, msgs ...bus.Message) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var refused refusals
+	var refused Refusals
 	for i := range msgs {
 		if err := s.nc.PublishMsg(natsMsg(&msgs[i])); err != nil {
 			err = fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
 			if !errors.Is(err, bus.ErrInvalid) {
 				return err
 			}
-			refused.add(err) // the others still go
+			refused.Add(err) // the others still go
 		}
 	}
 	if err := s.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("sink %s: flush: %w: %w", s.name, bus.ErrUnavailable, err)
 	}
-	return refused.err()
-}
-
-// refusals collects the messages of one Publish that no retry can deliver,
-// so that one of them does not make the router drop the batch around it: it
-// is reported (as a *bus.Rejected) only once all the others are safe.
-type refusals struct {
-	count int
-	first error
-}
-
-func (r *refusals) add(err error) {
-	if r.count == 0 {
-		r.first = err
-	}
-	r.count++
-}
-
-func (r *refusals) err() error {
-	if r.count == 0 {
-		return nil
-	}
-	return &bus.Rejected{Count: r.count, Err: r.first}
+	return refused.Err()
 }
 
 func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
@@ -437,7 +416,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 	// refusal for good is reported only if all the other messages are
 	// stored.
 	var (
-		refused   refusals
+		refused   Refusals
 		transient error
 	)
 	for i, err := range errs {
@@ -453,7 +432,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 			err = fmt.Errorf("sink %s: publish %s: %w", s.name, msgs[i].Topic, classifyAck(err))
 		}
 		if errors.Is(err, bus.ErrInvalid) {
-			refused.add(err)
+			refused.Add(err)
 		} else if transient == nil {
 			transient = err
 		}
@@ -461,7 +440,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 	if transient != nil {
 		return transient
 	}
-	return refused.err()
+	return refused.Err()
 }
 
 // classify tells a message NATS can never take (too large, a bad subject),
