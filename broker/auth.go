@@ -336,7 +336,7 @@ func (h *authHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Pac
 			return pk, packets.ErrRejectPacket
 		}
 	}
-	if strings.ContainsAny(pk.TopicName, "+#") {
+	if strings.IndexByte(pk.TopicName, '+') >= 0 || strings.IndexByte(pk.TopicName, '#') >= 0 {
 		return pk, nil // malformed; mochi ends the connection
 	}
 	acct := h.policy.users[string(cl.Properties.Username)]

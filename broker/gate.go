@@ -282,12 +282,18 @@ type gatedConn struct {
 	// OnPacketRead), against the framer's count of those handed to it.
 	taken int
 
+	// batch is set while mochi works through packets that arrived in one
+	// read (the reading goroutine's copy of wbatch; see startBatch).
+	batch bool
+
 	// Write side: the client's Receive Maximum, if it announced one (see
-	// flow.go), and a cork (see Batch).
+	// flow.go), and the corks: the router's (see Batch) and the reading
+	// goroutine's (wbatch, see startBatch).
 	wmu    sync.Mutex
 	win    *window
 	werr   error
 	corked int
+	wbatch bool
 	wbuf   []byte
 }
 
@@ -306,13 +312,59 @@ func (c *gatedConn) cork() {
 	c.wmu.Unlock()
 }
 
+// uncork sends what the cork holds once the last cork is off, even while
+// the reading goroutine's batch goes on: the router releases a batch from
+// its own goroutine and wants its acks out now.
 func (c *gatedConn) uncork() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.corked--; c.corked > 0 || len(c.wbuf) == 0 {
+	if c.corked--; c.corked > 0 {
 		return
 	}
-	c.writeLocked(c.wbuf)
+	c.flushLocked()
+}
+
+// startBatch corks the connection while mochi works through the packets
+// that one read brought, several at once (a publisher with messages in
+// flight, a subscriber acking what it got): mochi writes each PUBACK as
+// it processes the PUBLISH, with a write(2) of its own, and these now
+// leave together when mochi has handled them all and reads again
+// (endBatch). An ack waits at most for mochi to handle the packets that
+// arrived with its own; a lone packet is never held. It is called, as
+// endBatch, on the reading goroutine only.
+func (c *gatedConn) startBatch() {
+	c.batch = true
+	c.wmu.Lock()
+	c.wbatch = true
+	c.wmu.Unlock()
+}
+
+// endBatch sends what was written during the reading goroutine's batch.
+// Read calls it before it waits for the network, so nothing is held while
+// mochi waits for the client.
+func (c *gatedConn) endBatch() {
+	if !c.batch {
+		return
+	}
+	c.batch = false
+	c.wmu.Lock()
+	c.wbatch = false
+	if c.corked == 0 {
+		c.flushLocked()
+	}
+	c.wmu.Unlock()
+}
+
+// flushLocked writes what the corks hold; the caller holds wmu.
+func (c *gatedConn) flushLocked() {
+	if len(c.wbuf) == 0 {
+		return
+	}
+	if c.werr == nil {
+		if _, err := c.Conn.Write(c.wbuf); err != nil {
+			c.werr = err
+		}
+	}
 	if cap(c.wbuf) > 64<<10 {
 		c.wbuf = nil
 	} else {
@@ -320,12 +372,12 @@ func (c *gatedConn) uncork() {
 	}
 }
 
-// writeLocked writes p now, or into the cork's buffer; the caller holds wmu.
+// writeLocked writes p now, or into the corks' buffer; the caller holds wmu.
 func (c *gatedConn) writeLocked(p []byte) error {
 	if c.werr != nil {
 		return c.werr
 	}
-	if c.corked > 0 {
+	if c.corked > 0 || c.wbatch {
 		c.wbuf = append(c.wbuf, p...)
 		return nil
 	}
@@ -374,7 +426,7 @@ func (c *gatedConn) setWindow(w *window) {
 func (c *gatedConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.win == nil && c.corked == 0 {
+	if c.win == nil && c.corked == 0 && !c.wbatch {
 		return c.Conn.Write(p)
 	}
 	now := p
@@ -451,6 +503,9 @@ func (c *gatedConn) Read(p []byte) (int, error) {
 				continue
 			}
 		}
+		// mochi has handled everything handed to it so far: what it wrote
+		// meanwhile goes before the wait for more.
+		c.endBatch()
 		if c.err != nil {
 			// Nothing more will arrive. What is pending is the start of a
 			// packet that never came whole: mochi never sees it, so it
@@ -466,9 +521,13 @@ func (c *gatedConn) Read(p []byte) (int, error) {
 				}
 				continue
 			}
+			before := c.f.packets
 			rel, ferr := c.f.advance(p[:n], c.g)
 			if ferr != nil {
 				return 0, c.tooLarge(ferr)
+			}
+			if c.f.packets-before > 1 {
+				c.startBatch()
 			}
 			if rel == n {
 				return n, err

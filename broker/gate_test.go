@@ -228,3 +228,61 @@ func TestCloseSendsWhatTheCorkHolds(t *testing.T) {
 		t.Fatal("a write blocked on a peer that does not read is still blocked 30 s after Close")
 	}
 }
+
+// writeLog is a chunkConn that records each Write, and how many reads had
+// been made when it came.
+type writeLog struct {
+	*chunkConn
+	reads  int
+	writes [][]byte
+	after  []int // reads made before each write
+}
+
+func (c *writeLog) Read(p []byte) (int, error) {
+	c.reads++
+	return c.chunkConn.Read(p)
+}
+
+func (c *writeLog) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, bytes.Clone(p))
+	c.after = append(c.after, c.reads)
+	return len(p), nil
+}
+
+// TestAcksOfOneReadLeaveTogether: what mochi writes while it handles
+// packets that arrived in one read (the PUBACKs of a publisher's window)
+// leaves in one write, before the connection waits for more; what it
+// writes for a packet that arrived alone leaves at once.
+func TestAcksOfOneReadLeaveTogether(t *testing.T) {
+	publish := func(id byte) []byte { return []byte{0x32, 0x06, 0, 1, 'x', 0, id, 'p'} }
+	ack := func(id byte) []byte { return []byte{0x40, 0x02, 0, id} }
+	three := append(append(publish(1), publish(2)...), publish(3)...)
+	conn := &writeLog{chunkConn: &chunkConn{chunks: [][]byte{three, publish(4)}}}
+	gc := &gatedConn{Conn: conn, g: &gate{hold: 1 << 10}}
+	buf := make([]byte, 4096)
+
+	if n, err := gc.Read(buf); err != nil || !bytes.Equal(buf[:n], three) {
+		t.Fatalf("first read: % x, %v; want the three publishes", buf[:n], err)
+	}
+	for id := byte(1); id <= 3; id++ {
+		if _, err := gc.Write(ack(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(conn.writes) != 0 {
+		t.Fatalf("%d writes while mochi still handled the packets of one read, want them held", len(conn.writes))
+	}
+	if n, err := gc.Read(buf); err != nil || !bytes.Equal(buf[:n], publish(4)) {
+		t.Fatalf("second read: % x, %v; want the fourth publish", buf[:n], err)
+	}
+	want := append(append(ack(1), ack(2)...), ack(3)...)
+	if len(conn.writes) != 1 || !bytes.Equal(conn.writes[0], want) || conn.after[0] != 1 {
+		t.Fatalf("writes % x after reads %v; want one write of % x before the second read", conn.writes, conn.after, want)
+	}
+	if _, err := gc.Write(ack(4)); err != nil {
+		t.Fatal(err)
+	}
+	if len(conn.writes) != 2 || !bytes.Equal(conn.writes[1], ack(4)) {
+		t.Fatalf("the ack of a publish that came alone was not written at once: writes % x", conn.writes)
+	}
+}
