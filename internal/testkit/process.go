@@ -171,10 +171,7 @@ func RequirePortsFree(t testing.TB, addrs ...string) {
 	for _, addr := range addrs {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("port %s is taken: %v", addr, err)
-			}
-			t.Skipf("port %s is taken (%v); this test needs the default ports", addr, err)
+			Unavailable(t, "port %s is taken (%v); this test needs the default ports", addr, err)
 		}
 		ln.Close()
 	}

@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -34,11 +35,20 @@ func RequireCommand(t testing.TB, name string) string {
 			return path
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed; .ci/run should have installed it", name)
-	}
-	t.Skipf("%s is not installed (CI=true makes this a failure)", name)
+	Unavailable(t, "%s is not installed; .ci/run installs it", name)
 	return ""
+}
+
+// Unavailable ends a test that lacks something from outside Go (a tool, a
+// free port, files of the checkout): the test fails under CI=true, which
+// must provide it, and skips elsewhere.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI=true requires it)")
+	}
+	t.Skip(msg + " (CI=true makes this a failure)")
 }
 
 // TLSFiles are PEM files for a throwaway CA and a server certificate signed by
