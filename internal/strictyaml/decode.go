@@ -663,13 +663,7 @@ func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string, m mode
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-	for i, item := range n.Content {
-		ev := s.Index(i)
-		setDefaults(ev.Addr())
-		ip := indexPath(path, i)
-		d.record(ip, item.Line)
-		d.decodeValue(item, ev, ip, modeExpand)
-	}
+	d.decodeItems(n, s, path)
 	v.Set(s)
 }
 
@@ -682,6 +676,12 @@ func (d *decoder) decodeArray(n *yaml.Node, v reflect.Value, path string, m mode
 		d.failf(path, n, "expected a sequence of %d items, got %d items", v.Len(), len(n.Content))
 		return
 	}
+	d.decodeItems(n, v, path)
+}
+
+// decodeItems decodes the items of sequence n into as many elements of v (a
+// slice or an array), each from its zero value and its defaults.
+func (d *decoder) decodeItems(n *yaml.Node, v reflect.Value, path string) {
 	for i, item := range n.Content {
 		ev := v.Index(i)
 		ev.SetZero()
