@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/sinks/internal/connstate"
 )
 
 // NATS is a NATS core or JetStream sink. Core publishes are confirmed by a
@@ -31,7 +32,7 @@ type NATS struct {
 	timeout time.Duration
 
 	constructed chan struct{} // closed once js is set; nats.go calls back before NewNATS returns
-	state       connState
+	state       *connstate.State
 	streamMu    sync.Mutex
 	streamReady atomic.Bool
 	streamErr   atomic.Pointer[string] // why the stream could not be made, last time
@@ -74,11 +75,11 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 	if cfg.Stream != nil {
 		s.streamLimit = "the max_msg_size of JetStream stream " + cfg.Stream.Name
 	}
-	s.state = connState{log: s.log, what: "NATS sink " + name}
+	s.state = connstate.New(s.log, "NATS sink "+name)
 	defer close(s.constructed)
 	connected := func(msg string) {
 		ev := s.log.Info()
-		if n := s.state.connected(); n > 0 {
+		if n := s.state.Connected(); n > 0 {
 			ev = ev.Int("failed_attempts", n)
 		}
 		ev.Msg(msg)
@@ -106,7 +107,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		nats.ReconnectHandler(func(*nats.Conn) { connected("NATS reconnected") }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if !s.closed.Load() {
-				s.state.lost(err)
+				s.state.Lost(err)
 				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes go to the outbox")
 			}
 		}),
@@ -114,7 +115,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		// reportFailedAttempt).
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
 			if !s.closed.Load() {
-				s.state.failed(err, "cannot connect")
+				s.state.Failed(err, "cannot connect")
 			}
 		}),
 		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
@@ -179,7 +180,7 @@ func (s *NATS) reportFailedAttempt() {
 		return
 	}
 	if err := s.nc.LastError(); err != nil && !s.nc.IsConnected() {
-		s.state.failed(err, "cannot connect")
+		s.state.Failed(err, "cannot connect")
 	}
 }
 
@@ -191,7 +192,7 @@ func (s *NATS) NotReadyReason() string {
 	case s.closed.Load():
 		return "closed"
 	case !s.nc.IsConnected():
-		return s.state.why("not connected yet")
+		return s.state.Why("not connected yet")
 	case s.Ready():
 		return ""
 	}
@@ -377,42 +378,20 @@ func (s *NATS) Publish(ctx context.Context, msgs ...bus.Message) error {
 	if s.js != nil {
 		return s.publishJetStream(ctx, msgs)
 	}
-	var refused refusals
+	var refused Refusals
 	for i := range msgs {
 		if err := s.nc.PublishMsg(natsMsg(&msgs[i])); err != nil {
 			err = fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
 			if !errors.Is(err, bus.ErrInvalid) {
 				return err
 			}
-			refused.add(err) // the others still go
+			refused.Add(err) // the others still go
 		}
 	}
 	if err := s.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("sink %s: flush: %w: %w", s.name, bus.ErrUnavailable, err)
 	}
-	return refused.err()
-}
-
-// refusals collects the messages of one Publish that no retry can deliver,
-// so that one of them does not make the router drop the batch around it: it
-// is reported (as a *bus.Rejected) only once all the others are safe.
-type refusals struct {
-	count int
-	first error
-}
-
-func (r *refusals) add(err error) {
-	if r.count == 0 {
-		r.first = err
-	}
-	r.count++
-}
-
-func (r *refusals) err() error {
-	if r.count == 0 {
-		return nil
-	}
-	return &bus.Rejected{Count: r.count, Err: r.first}
+	return refused.Err()
 }
 
 func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
@@ -421,7 +400,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 			return fmt.Errorf("sink %s: %w: %w", s.name, bus.ErrUnavailable, err)
 		}
 	}
-	var refused refusals
+	var refused Refusals
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for i := range msgs {
 		f, err := s.js.PublishMsgAsync(natsMsg(&msgs[i]))
@@ -430,7 +409,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 			if !errors.Is(err, bus.ErrInvalid) {
 				return err // what is in flight may be stored too; a retry is de-duplicated by id
 			}
-			refused.add(err)
+			refused.Add(err)
 			continue
 		}
 		futures = append(futures, f)
@@ -448,7 +427,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 			}
 			err = fmt.Errorf("sink %s: publish %s: %w", s.name, f.Msg().Subject, classifyAck(err))
 			if errors.Is(err, bus.ErrInvalid) {
-				refused.add(err)
+				refused.Add(err)
 			} else if transient == nil {
 				transient = err
 			}
@@ -459,7 +438,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 	if transient != nil {
 		return transient
 	}
-	return refused.err()
+	return refused.Err()
 }
 
 // classify tells a message NATS can never take (too large, a bad subject),

@@ -20,6 +20,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/mqttsink"
 	"github.com/opsfirehose/firehose/sinks/sinktest"
 )
 
@@ -193,7 +194,7 @@ func TestMQTTConformance(t *testing.T) {
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := sinks.NewMQTT("ext", cfg, t.TempDir(), zerolog.Nop())
+			s, err := mqttsink.New("ext", cfg, t.TempDir(), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -426,11 +427,11 @@ func TestMQTTPacketSizeAgainstMosquitto(t *testing.T) {
 		if tok := c.Connect(); !tok.WaitTimeout(testkit.Timeout) || tok.Error() != nil {
 			t.Fatalf("connect: %v", tok.Error())
 		}
-		size := packet - sinks.PublishPacketSize(topic, 0)
-		for sinks.PublishPacketSize(topic, size) > packet { // the length field grew
+		size := packet - mqttsink.PublishPacketSize(topic, 0)
+		for mqttsink.PublishPacketSize(topic, size) > packet { // the length field grew
 			size--
 		}
-		if got := sinks.PublishPacketSize(topic, size); got != packet {
+		if got := mqttsink.PublishPacketSize(topic, size); got != packet {
 			t.Fatalf("a packet of %d bytes, want %d", got, packet)
 		}
 		tok := c.Publish(topic, 1, false, make([]byte, size))
@@ -518,7 +519,7 @@ func TestSinksSayWhyTheyCannotConnect(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs testkit.SyncBuffer
-		s, err := sinks.NewMQTT("out", cfg, t.TempDir(), zerolog.New(&logs))
+		s, err := mqttsink.New("out", cfg, t.TempDir(), zerolog.New(&logs))
 		if err != nil {
 			t.Fatal(err)
 		}
