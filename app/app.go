@@ -8,10 +8,10 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,7 +89,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		return nil, err
 	}
 	natsSinks := map[string]bool{}
-	for _, name := range sortedKeys(cfg.Sinks) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Sinks)) {
 		sc := cfg.Sinks[name]
 		var s sinks.Sink
 		switch sc.Type {
@@ -245,7 +245,7 @@ func (b *Bridge) closeOrder() lifecycle.Parts {
 	ps.Add(b.configdb != nil, "configdb", b.configdb)
 	ps.Add(b.subscriber != nil, "router subscriber", b.subscriber)
 	ps.Add(b.router != nil, "router", b.router)
-	for _, name := range sortedKeys(b.sinks) {
+	for _, name := range slices.Sorted(maps.Keys(b.sinks)) {
 		ps.Add(true, "sink "+name, connected{b.sinks[name]})
 	}
 	ps.Add(b.external != nil, "external broker", connected{b.external})
@@ -300,17 +300,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	watched := make(chan struct{})
 	go func() { defer close(watched); b.watchReady(readyPoll) }()
 	defer func() { <-watched }() // Close stops it
-	var runErr error
-	select {
-	case <-ctx.Done():
-		b.log.Info().Msg("shutting down")
-	case err := <-b.http.Err():
-		runErr = fmt.Errorf("http listener: %w", err)
-		b.log.Error().Err(err).Msg("HTTP listener failed; shutting down")
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
-	defer cancel()
-	return errors.Join(runErr, b.Close(sctx))
+	return lifecycle.Serve(ctx, b.log, b.http.Err(), b.cfg.ShutdownTimeout, b.Close)
 }
 
 // Close stops the bridge in pipeline order (closeOrder). It is idempotent
@@ -337,7 +327,7 @@ func (b *Bridge) warnSizeLimits() {
 			b.log.Warn().Str("key", w.Key).Str("sink", name).Msg(w.Msg)
 		}
 	}
-	for _, name := range sortedKeys(b.sinks) {
+	for _, name := range slices.Sorted(maps.Keys(b.sinks)) {
 		s := b.sinks[name]
 		known, ok := s.(interface{ LimitKnown() <-chan struct{} })
 		if !ok {
@@ -364,12 +354,3 @@ func (b *Bridge) Broker() *broker.Broker { return b.broker }
 // then the broker; in external mode the external broker, whose subscriber
 // side routes.
 func (b *Bridge) Publisher() bus.Publisher { return b.publisher }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

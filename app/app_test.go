@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -46,28 +45,14 @@ func startBridge(t *testing.T, cfg config.Config) *Bridge {
 	return b
 }
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
-}
-
 func TestHealthReadinessAndMetrics(t *testing.T) {
 	b := startBridge(t, testConfig(t))
 	base := "http://" + b.HTTPAddr()
 
-	if code, body := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
+	if code, body := testkit.Get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
-	code, body := get(t, base+"/readyz")
+	code, body := testkit.Get(t, base+"/readyz")
 	var ready struct {
 		Status string            `json:"status"`
 		Checks map[string]string `json:"checks"`
@@ -75,7 +60,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &ready); err != nil || code != 200 || ready.Checks["broker"] != "ok" {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
-	if code, body := get(t, base+"/nope"); code != 404 || !strings.Contains(body, `"error":"no such endpoint: /nope"`) {
+	if code, body := testkit.Get(t, base+"/nope"); code != 404 || !strings.Contains(body, `"error":"no such endpoint: /nope"`) {
 		t.Fatalf("unknown path: %d %s", code, body)
 	}
 
@@ -87,7 +72,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 	}
 	testkit.Next(t, ch)
 
-	_, metrics := get(t, base+"/metrics")
+	_, metrics := testkit.Get(t, base+"/metrics")
 	for _, want := range []string{
 		"firehose_broker_clients_connected 1",
 		"firehose_broker_messages_received_total 1",
@@ -107,7 +92,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 func TestReadyzFailsOnceTheBrokerIsClosed(t *testing.T) {
 	b := startBridge(t, testConfig(t))
 	_ = b.Broker().Close(context.Background())
-	code, body := get(t, "http://"+b.HTTPAddr()+"/readyz")
+	code, body := testkit.Get(t, "http://"+b.HTTPAddr()+"/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"broker":"not running"`) {
 		t.Fatalf("/readyz with the broker closed: %d %s", code, body)
 	}
@@ -157,7 +142,7 @@ func TestShutdownIsOrderedIdempotentAndReleasesPorts(t *testing.T) {
 	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := get(t, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
+	if code, _ := testkit.Get(t, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz before shutdown: %d", code)
 	}
 	lost := testkit.NewSignal()
@@ -220,7 +205,7 @@ func TestShutdownGivesUpOnAStuckStepAtShutdownTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	if code, _ := get(t, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
+	if code, _ := testkit.Get(t, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d", code)
 	}
 	start := time.Now()

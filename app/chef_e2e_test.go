@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -124,15 +123,7 @@ func postAsChef(t *testing.T, url string, body []byte, token string) (int, map[s
 	if token != "" {
 		req.Header.Set("x-data-collector-token", token)
 	}
-	resp, err := noRedirect.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, raw := testkit.Do(t, noRedirect, req)
 	var answer map[string]any
 	if err := json.Unmarshal(raw, &answer); err != nil {
 		t.Fatalf("POST %s: %d, the answer is not JSON: %q", url, resp.StatusCode, raw)

@@ -146,7 +146,7 @@ func TestHostileBodies(t *testing.T) {
 			}
 		}
 	}
-	if code, _ := get(t, "http://"+b.HTTPAddr()+"/healthz"); code != 200 {
+	if code, _ := testkit.Get(t, "http://"+b.HTTPAddr()+"/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d", code)
 	}
 	if err := b.Publisher().Publish(t.Context(), busMessage("end/marker")); err != nil {

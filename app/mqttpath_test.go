@@ -19,7 +19,7 @@ import (
 // metric reads one unlabelled sample from the bridge's /metrics.
 func metric(t *testing.T, b *Bridge, name string) float64 {
 	t.Helper()
-	_, body := get(t, "http://"+b.HTTPAddr()+"/metrics")
+	_, body := testkit.Get(t, "http://"+b.HTTPAddr()+"/metrics")
 	s := bufio.NewScanner(strings.NewReader(body))
 	for s.Scan() {
 		if v, ok := strings.CutPrefix(s.Text(), name+" "); ok {

@@ -54,7 +54,7 @@ func runBridge(t *testing.T, cfg config.Config, logs *testkit.SyncBuffer) *Bridg
 // readyzRoute reads /readyz and the state it gives for route out.
 func readyzRoute(t *testing.T, b *Bridge) (int, router.RouteStatus, string) {
 	t.Helper()
-	code, body := get(t, "http://"+b.HTTPAddr()+"/readyz")
+	code, body := testkit.Get(t, "http://"+b.HTTPAddr()+"/readyz")
 	var r struct {
 		Routes map[string]router.RouteStatus `json:"routes"`
 	}

@@ -162,16 +162,16 @@ func TestReadyzReportsARequiredSinkDown(t *testing.T) {
 	waitFor(t, "the sink", func() bool { return len(b.router.Ready()) == 0 })
 	srv.Stop()
 	waitFor(t, "readyz to fail", func() bool {
-		code, _ := get(t, "http://"+b.HTTPAddr()+"/readyz")
+		code, _ := testkit.Get(t, "http://"+b.HTTPAddr()+"/readyz")
 		return code == 503
 	})
-	_, body := get(t, "http://"+b.HTTPAddr()+"/readyz")
+	_, body := testkit.Get(t, "http://"+b.HTTPAddr()+"/readyz")
 	if !strings.Contains(body, `"route all":"sink js is down: `) || !strings.Contains(body, `; buffering in the outbox"`) {
 		t.Fatalf("/readyz: %s", body)
 	}
 	srv.Restart()
 	waitFor(t, "readyz to recover", func() bool {
-		code, _ := get(t, "http://"+b.HTTPAddr()+"/readyz")
+		code, _ := testkit.Get(t, "http://"+b.HTTPAddr()+"/readyz")
 		return code == 200
 	})
 }
@@ -472,7 +472,7 @@ func TestExternalModeRetriesARefusedSubscriptionAndReadyzSaysSo(t *testing.T) {
 
 	readyz := "http://" + b.HTTPAddr() + "/readyz"
 	waitFor(t, "readyz to report the refused subscription", func() bool {
-		code, body := get(t, readyz)
+		code, body := testkit.Get(t, readyz)
 		return code == 503 && strings.Contains(body, `"router subscriber":"router subscriber not receiving from the external broker: the shared subscription failed: the broker refused $share/firehose/events/#`)
 	})
 	if !b.external.Ready() {
@@ -480,7 +480,7 @@ func TestExternalModeRetriesARefusedSubscriptionAndReadyzSaysSo(t *testing.T) {
 	}
 	gate.deny.Store(false)
 	waitFor(t, "readyz to recover", func() bool {
-		code, _ := get(t, readyz)
+		code, _ := testkit.Get(t, readyz)
 		return code == 200
 	})
 	if err := b.Publisher().Publish(context.Background(), bus.Message{Topic: "events/after", Payload: []byte("after"), QoS: 1}); err != nil {

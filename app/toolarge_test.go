@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -122,24 +121,6 @@ func TestTooLargeForARequiredRouteIsRefusedBeforeTheAnswer(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination tests read while the bridge writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestStartUpWarnsOfMaxBodyOverARoutesLimit: once a NATS sink has read its
 // server's max_payload, the bridge logs each intake whose max_body is over
 // it, for a required route its topics reach.
@@ -147,7 +128,7 @@ func TestStartUpWarnsOfMaxBodyOverARoutesLimit(t *testing.T) {
 	srv := testnats.Start(t, func(o *server.Options) { o.MaxPayload = 512 << 10 })
 	cfg := routedConfig(t, srv.URL())
 	cfg.Routes[0].Filters = []string{"ansible/#"}
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	b, err := New(t.Context(), cfg, zerolog.New(&logs))
 	if err != nil {
 		t.Fatal(err)

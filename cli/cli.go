@@ -33,9 +33,6 @@ const (
 	ExitUsage = clicore.ExitUsage
 )
 
-// OS is the real environment, with SIGINT and SIGTERM cancelling the context.
-func OS() (Env, context.CancelFunc) { return clicore.OS() }
-
 // Broker runs the standalone broker's command line (see cli/brokercli).
 func Broker(env Env, args []string) int { return brokercli.Broker(env, args) }
 

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -151,7 +150,7 @@ func dial(t *T, tg *target, o Options) (*Client, packets.Packet, error) {
 		return nil, packets.Packet{}, err
 	}
 	br := bufio.NewReader(conn)
-	connack, err := readPacket(br, o.Version)
+	connack, err := testkit.ReadPacket(br, o.Version, maxIncoming)
 	if err != nil {
 		conn.Close()
 		return nil, packets.Packet{}, fmt.Errorf("reading CONNACK: %w", err)
@@ -170,63 +169,9 @@ func dial(t *T, tg *target, o Options) (*Client, packets.Packet, error) {
 	return c, connack, nil
 }
 
-// readPacket reads and decodes one packet.
-func readPacket(br *bufio.Reader, version byte) (packets.Packet, error) {
-	var pk packets.Packet
-	b, err := br.ReadByte()
-	if err != nil {
-		return pk, err
-	}
-	n, _, err := packets.DecodeLength(br)
-	if err != nil {
-		return pk, err
-	}
-	if n > maxIncoming {
-		return pk, fmt.Errorf("a packet of %d bytes exceeds the client's limit", n)
-	}
-	if err := pk.FixedHeader.Decode(b); err != nil {
-		return pk, fmt.Errorf("fixed header 0x%02x: %w", b, err)
-	}
-	pk.FixedHeader.Remaining = n
-	pk.ProtocolVersion = version
-	body := make([]byte, n)
-	if _, err := io.ReadFull(br, body); err != nil {
-		return pk, err
-	}
-	switch pk.FixedHeader.Type {
-	case packets.Connack:
-		err = pk.ConnackDecode(body)
-	case packets.Publish:
-		err = pk.PublishDecode(body)
-	case packets.Puback:
-		err = pk.PubackDecode(body)
-	case packets.Pubrec:
-		err = pk.PubrecDecode(body)
-	case packets.Pubrel:
-		err = pk.PubrelDecode(body)
-	case packets.Pubcomp:
-		err = pk.PubcompDecode(body)
-	case packets.Suback:
-		err = pk.SubackDecode(body)
-	case packets.Unsuback:
-		err = pk.UnsubackDecode(body)
-	case packets.Pingresp:
-	case packets.Disconnect:
-		err = pk.DisconnectDecode(body)
-		if version == v5 && n >= 1 {
-			// mochi's decoder reads the reason code only when properties
-			// follow it; a DISCONNECT may end with its reason code.
-			pk.ReasonCode = body[0]
-		}
-	default:
-		err = fmt.Errorf("a server does not send packet type %d", pk.FixedHeader.Type)
-	}
-	return pk, err
-}
-
 func (c *Client) readLoop(br *bufio.Reader) {
 	for {
-		pk, err := readPacket(br, c.version)
+		pk, err := testkit.ReadPacket(br, c.version, maxIncoming)
 		if err != nil {
 			c.update(func() {
 				if c.closed == nil {

@@ -3,6 +3,8 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -280,15 +282,6 @@ func (f *fleet) query(q FleetQuery) FleetPage {
 	if succeeded > 0 {
 		page.Counts["success"] = succeeded
 	}
-	page.Orgs, page.PolicyGroups = sortedKeys(f.orgs), sortedKeys(f.groups)
+	page.Orgs, page.PolicyGroups = slices.Sorted(maps.Keys(f.orgs)), slices.Sorted(maps.Keys(f.groups))
 	return page
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

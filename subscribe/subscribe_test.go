@@ -8,36 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
-
-// syncBuffer is what Run writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testBroker is the embedded broker on loopback: plain TCP, and TLS with a
 // throwaway CA; user "reader" may read chef/# only.
@@ -55,21 +36,13 @@ func startBroker(t *testing.T, anonymous bool) *testBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := broker.DefaultConfig()
-	cfg.AllowAnonymous = anonymous
-	cfg.Listeners = []broker.ListenerConfig{
-		{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"},
-		{Name: "mqtts", Type: broker.ListenerTCP, Address: "127.0.0.1:0", TLS: &tlsconfig.Files{CertFile: certs.CertFile, KeyFile: certs.KeyFile}},
-	}
-	cfg.Users = []broker.User{{Username: "reader", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
-	b, err := broker.New(cfg, broker.Options{Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	b := testbus.Start(t, func(cfg *broker.Config) {
+		cfg.AllowAnonymous = anonymous
+		cfg.Listeners = append(cfg.Listeners, broker.ListenerConfig{
+			Name: "mqtts", Type: broker.ListenerTCP, Address: "127.0.0.1:0", TLS: &tlsconfig.Files{CertFile: certs.CertFile, KeyFile: certs.KeyFile},
+		})
+		cfg.Users = []broker.User{{Username: "reader", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
+	}).Broker
 	pw := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -85,9 +58,9 @@ func (b *testBroker) publish(t *testing.T, topic, payload string, retain bool) {
 }
 
 // sub runs `bridge sub args...` in the background; wait returns its exit code.
-func sub(t *testing.T, args ...string) (out, errOut *syncBuffer, wait func() int) {
+func sub(t *testing.T, args ...string) (out, errOut *testkit.SyncBuffer, wait func() int) {
 	t.Helper()
-	out, errOut = &syncBuffer{}, &syncBuffer{}
+	out, errOut = &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, args, out, errOut, nil) }()

@@ -201,14 +201,13 @@ func natsDecode(hi, lo byte) (byte, bool) {
 	return 0, false
 }
 
+// upperUnhex is unhex for the upper-case digits alone, the only ones
+// ToSubject writes.
 func upperUnhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+	if 'a' <= c && c <= 'f' {
+		return 0, false
 	}
-	return 0, false
+	return unhex(c)
 }
 
 // FromSubject is the exact inverse of [ToSubject]: it returns the topic name t

@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +22,7 @@ import (
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
+	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -81,28 +80,12 @@ func (in *endpoint) post(t *testing.T, body string, header ...string) (int, map[
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, raw := testkit.Do(t, nil, req)
 	var answer map[string]any
-	raw, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(raw, &answer); err != nil {
 		t.Fatalf("answer %d is not JSON: %q", resp.StatusCode, raw)
 	}
 	return resp.StatusCode, answer
-}
-
-// goldenLine is one expected message: topic, retained flag, and the payload
-// when it is one short line, else its SHA-256.
-func goldenLine(m testkit.Received) string {
-	p := m.Payload
-	if len(p) > 2000 || strings.ContainsAny(p, "\r\n\t") {
-		sum := sha256.Sum256([]byte(p))
-		p = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	return fmt.Sprintf("%s\t%v\t%s", m.Topic, m.Retained, p)
 }
 
 // TestGolden posts each testdata/<case>/input.json (events the plugin sent in
@@ -127,26 +110,12 @@ func TestGolden(t *testing.T) {
 			}
 			var lines []string
 			for _, m := range in.bus.Collect(t, in.sub, barrier) {
-				lines = append(lines, goldenLine(m))
+				lines = append(lines, testintake.GoldenLine(m))
 			}
 			if int(answer["accepted"].(float64)) != len(lines) {
 				t.Errorf("accepted %v, but %d messages arrived", answer["accepted"], len(lines))
 			}
-			got := strings.Join(lines, "\n") + "\n"
-			want := filepath.Join(dir, "output.txt")
-			if *update {
-				if err := os.WriteFile(want, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			exp, err := os.ReadFile(want)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got != string(exp) {
-				t.Errorf("got:\n%s\nwant:\n%s", got, exp)
-			}
+			testintake.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(lines, "\n")+"\n", *update)
 		})
 	}
 }

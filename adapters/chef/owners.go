@@ -52,7 +52,7 @@ const maxLockBytes = 16 << 20
 func (o *Owners) Validate() error {
 	var p strictyaml.Problems
 	policies := false
-	for _, name := range sortedTeams(o.Teams) {
+	for _, name := range slices.Sorted(maps.Keys(o.Teams)) {
 		t := o.Teams[name]
 		key := "teams." + name
 		if name == "" {
@@ -84,15 +84,6 @@ func (o *Owners) Validate() error {
 		p.Wrap("teams", err)
 	}
 	return p.Err()
-}
-
-func sortedTeams(teams map[string]Team) []string {
-	names := make([]string, 0, len(teams))
-	for n := range teams {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // policyLock is what ownership needs of one Policyfile lock file.
@@ -218,7 +209,7 @@ func (o *Owners) resolve(locks map[string]*policyLock) (own *ownership, shadowed
 			cookbook, a.team, a.from, b.team, b.from))
 	}
 	var patterns []claimedPattern
-	for _, team := range sortedTeams(o.Teams) {
+	for _, team := range slices.Sorted(maps.Keys(o.Teams)) {
 		t := o.Teams[team]
 		for i, c := range t.Cookbooks {
 			cl := claim{team, fmt.Sprintf("cookbooks[%d] %q", i, c)}

@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 )
 
@@ -57,23 +57,11 @@ func (b *builder) teamFailure(c *chefpayload.RunConverge, blame *chefpayload.Fai
 	if c.Error != nil {
 		p.ErrorClass = c.Error.Class
 		if m := c.Error.Message; m != nil {
-			cut := truncate(*m, maxErrorMessage)
+			cut := ellipsis.Cut(*m, maxErrorMessage)
 			p.ErrorMessage = &cut
 		}
 	}
 	return bus.NewMessage(Source, c.RunID+":"+idTeamFailure, t, appendJSON(nil, p), now), nil
-}
-
-// truncate cuts s to at most n bytes, at a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // RolloutEvent is the payload of

@@ -34,7 +34,7 @@ const Path = "/gerrit/v1/events"
 // headers, so the token may also come as ?token= in the URL it is given.
 const (
 	TokenHeader       = "X-Gerrit-Token"
-	SharedTokenHeader = "X-Firehose-Token"
+	SharedTokenHeader = intake.SharedTokenHeader
 	TokenQuery        = "token"
 )
 

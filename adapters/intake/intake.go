@@ -201,7 +201,11 @@ type Base struct {
 	handler      http.Handler
 }
 
-// Endpoint is what NewBase needs to know of the adapter's endpoint.
+// SharedTokenHeader is the token header the classic firehose sources
+// (gerrit, launchpad, subunit) take besides their own.
+const SharedTokenHeader = "X-Firehose-Token"
+
+// Endpoint is what Init needs to know of the adapter's endpoint.
 type Endpoint struct {
 	// Path is served for POST, by Handler.
 	Path string

@@ -35,7 +35,7 @@ const Path = "/launchpad/v1/events"
 // and the one the other adapters share.
 const (
 	TokenHeader       = "X-Launchpad-Token"
-	SharedTokenHeader = "X-Firehose-Token"
+	SharedTokenHeader = intake.SharedTokenHeader
 )
 
 // ContentType is the media type of a mail.

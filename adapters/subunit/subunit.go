@@ -41,7 +41,7 @@ const Path = "/subunit/v1/events"
 // and the one the other adapters share.
 const (
 	TokenHeader       = "X-Subunit-Token"
-	SharedTokenHeader = "X-Firehose-Token"
+	SharedTokenHeader = intake.SharedTokenHeader
 )
 
 // StreamType is the Content-Type of a subunit v2 stream, and GzipStreamType

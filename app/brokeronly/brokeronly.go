@@ -5,7 +5,6 @@ package brokeronly
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -106,17 +105,7 @@ func (s *BrokerOnly) Run(ctx context.Context) error {
 		return err
 	}
 	s.log.Info().Str("version", buildinfo.Version()).Str("http", s.HTTPAddr()).Strs("mqtt", s.broker.ListenerNames()).Msg("broker ready")
-	var runErr error
-	select {
-	case <-ctx.Done():
-		s.log.Info().Msg("shutting down")
-	case err := <-s.http.Err():
-		runErr = fmt.Errorf("http listener: %w", err)
-		s.log.Error().Err(err).Msg("HTTP listener failed; shutting down")
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-	defer cancel()
-	return errors.Join(runErr, s.Close(sctx))
+	return lifecycle.Serve(ctx, s.log, s.http.Err(), s.cfg.ShutdownTimeout, s.Close)
 }
 
 // Close stops the HTTP listener, then closes the broker, disconnecting

@@ -3,9 +3,7 @@ package brokeronly
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -20,20 +18,6 @@ import (
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
-}
 
 // closeProbe is a mochi hook that calls onClose when the broker closes,
 // after its listeners and clients are closed, before its stores are.
@@ -91,10 +75,10 @@ func TestBrokerOnlyServesHealthReadinessAndMetrics(t *testing.T) {
 	go func() { done <- s.Run(ctx) }()
 	base := "http://" + s.HTTPAddr()
 
-	if code, body := get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
+	if code, body := testkit.Get(t, base+"/healthz"); code != 200 || strings.TrimSpace(body) != `{"status":"ok"}` {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
-	if code, body := get(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"broker":"ok"`) {
+	if code, body := testkit.Get(t, base+"/readyz"); code != 200 || !strings.Contains(body, `"broker":"ok"`) {
 		t.Fatalf("/readyz: %d %s", code, body)
 	}
 	sub := testkit.Connect(t, "tcp://"+s.Broker().Addr("mqtt"), testkit.ClientOptions{})
@@ -113,7 +97,7 @@ func TestBrokerOnlyServesHealthReadinessAndMetrics(t *testing.T) {
 		"go_goroutines ",
 	}
 	testkit.Eventually(t, func() bool {
-		_, metrics := get(t, base+"/metrics")
+		_, metrics := testkit.Get(t, base+"/metrics")
 		for _, want := range wants {
 			if !strings.Contains(metrics, want) {
 				return false

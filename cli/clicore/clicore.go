@@ -62,6 +62,15 @@ func OS() (Env, context.CancelFunc) {
 		Prog: filepath.Base(os.Args[0])}, stop
 }
 
+// Exit runs a program's command line, run, in the real environment (OS) on
+// the process's arguments, and exits with its code: all a command's main does.
+func Exit(run func(env Env, args []string) int) {
+	env, stop := OS()
+	code := run(env, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
 // Command is one subcommand of a program.
 type Command struct {
 	Name    string

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,7 +125,7 @@ func TestCommandLine(t *testing.T) {
 			t.Errorf("health --url: %d %s", code, out)
 		}
 
-		metrics := httpGet(t, "http://"+httpAddr+"/metrics")
+		_, metrics := testkit.Get(t, "http://"+httpAddr+"/metrics")
 		if !strings.Contains(metrics, `firehose_build_info{goversion="go`) || !strings.Contains(metrics, `version="`+stamped+`"} 1`) {
 			t.Errorf("no firehose_build_info with the version in /metrics")
 		}
@@ -223,18 +221,4 @@ func TestCommandLine(t *testing.T) {
 			seen[base] = true
 		}
 	})
-}
-
-func httpGet(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

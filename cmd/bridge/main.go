@@ -4,14 +4,8 @@
 package main
 
 import (
-	"os"
-
 	"github.com/opsfirehose/firehose/cli"
+	"github.com/opsfirehose/firehose/cli/clicore"
 )
 
-func main() {
-	env, stop := cli.OS()
-	code := cli.Bridge(env, os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { clicore.Exit(cli.Bridge) }

@@ -5,15 +5,8 @@
 package main
 
 import (
-	"os"
-
 	"github.com/opsfirehose/firehose/cli/brokercli"
 	"github.com/opsfirehose/firehose/cli/clicore"
 )
 
-func main() {
-	env, stop := clicore.OS()
-	code := brokercli.Broker(env, os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { clicore.Exit(brokercli.Broker) }

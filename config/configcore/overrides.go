@@ -98,24 +98,20 @@ func ScalarKeys(t reflect.Type, prefix string) []string {
 	var keys []string
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
-		tag := sf.Tag.Get("yaml")
-		if tag == "-" {
+		name, inline, ok := strictyaml.FieldKey(sf)
+		if !ok {
 			continue
 		}
-		name, opts, _ := strings.Cut(tag, ",")
 		ft := sf.Type
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		if strings.Contains(","+opts+",", ",inline,") {
+		if inline {
 			keys = append(keys, ScalarKeys(ft, prefix)...)
 			continue
 		}
 		if !sf.IsExported() {
 			continue
-		}
-		if name == "" {
-			name = strings.ToLower(sf.Name)
 		}
 		key := name
 		if prefix != "" {

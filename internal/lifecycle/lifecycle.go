@@ -1,6 +1,7 @@
 // Package lifecycle is the one lifecycle shape of the parts the bridge runs
 // (broker, HTTP server, router, sinks, adapters with background work,
-// dashboard), and the helper that runs a part's background work.
+// dashboard), the helper that runs a part's background work, and Serve, the
+// wait-then-close that ends a program's Run.
 //
 // A part is built by its New (or Open, when building does I/O), which
 // validates, allocates and binds; Start(ctx) sets it working; Close(ctx)

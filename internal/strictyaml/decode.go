@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"reflect"
 	"strconv"
@@ -325,7 +326,7 @@ func (d *decoder) decodeInto(n *yaml.Node, v reflect.Value, path string, m mode)
 		}
 	}
 	if t == durationType {
-		d.decodeDuration(n, v, path, m)
+		d.decodeScalar(n, v, path, m, "a duration", (*decoder).decodeDuration)
 		return
 	}
 	switch t.Kind() {
@@ -348,15 +349,24 @@ func (d *decoder) decodeInto(n *yaml.Node, v reflect.Value, path string, m mode)
 			v.SetString(s)
 		}
 	case reflect.Bool:
-		d.decodeBool(n, v, path, m)
+		d.decodeScalar(n, v, path, m, "true or false", (*decoder).decodeBool)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		d.decodeInt(n, v, path, m)
+		d.decodeScalar(n, v, path, m, "an integer", (*decoder).decodeInt)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		d.decodeUint(n, v, path, m)
+		d.decodeScalar(n, v, path, m, "an integer", (*decoder).decodeUint)
 	case reflect.Float32, reflect.Float64:
-		d.decodeFloat(n, v, path, m)
+		d.decodeScalar(n, v, path, m, "a number", (*decoder).decodeFloat)
 	default:
 		d.failf(path, n, "strictyaml: cannot decode into Go type %s", t)
+	}
+}
+
+// decodeScalar decodes a scalar that must not be null with set, which
+// parses its text s into v; what names the expected value in messages.
+func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string, m mode, what string,
+	set func(d *decoder, n *yaml.Node, v reflect.Value, path string, m mode, s string)) {
+	if s, ok := d.scalar(n, path, m, what); ok {
+		set(d, n, v, path, m, s)
 	}
 }
 
@@ -379,11 +389,7 @@ func setDefaults(p reflect.Value) {
 	}
 }
 
-func (d *decoder) decodeBool(n *yaml.Node, v reflect.Value, path string, m mode) {
-	s, ok := d.scalar(n, path, m, "true or false")
-	if !ok {
-		return
-	}
+func (d *decoder) decodeBool(n *yaml.Node, v reflect.Value, path string, m mode, s string) {
 	switch {
 	case strings.EqualFold(s, "true"):
 		v.SetBool(true)
@@ -401,11 +407,7 @@ func (d *decoder) decodeBool(n *yaml.Node, v reflect.Value, path string, m mode)
 	}
 }
 
-func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string, m mode) {
-	s, ok := d.scalar(n, path, m, "an integer")
-	if !ok {
-		return
-	}
+func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string, m mode, s string) {
 	bits := v.Type().Bits()
 	lo, hi := int64(math.MinInt64)>>(64-bits), int64(math.MaxInt64)>>(64-bits)
 	neg, mag, err := parseInteger(s)
@@ -430,11 +432,7 @@ func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string, m mode) 
 	}
 }
 
-func (d *decoder) decodeUint(n *yaml.Node, v reflect.Value, path string, m mode) {
-	s, ok := d.scalar(n, path, m, "an integer")
-	if !ok {
-		return
-	}
+func (d *decoder) decodeUint(n *yaml.Node, v reflect.Value, path string, m mode, s string) {
 	hi := uint64(math.MaxUint64) >> (64 - v.Type().Bits())
 	neg, u, err := parseInteger(s)
 	if err == nil && neg && u != 0 {
@@ -507,11 +505,7 @@ func number(s string, m mode) string {
 	return clip(s)
 }
 
-func (d *decoder) decodeFloat(n *yaml.Node, v reflect.Value, path string, m mode) {
-	s, ok := d.scalar(n, path, m, "a number")
-	if !ok {
-		return
-	}
+func (d *decoder) decodeFloat(n *yaml.Node, v reflect.Value, path string, m mode, s string) {
 	switch s {
 	case ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF":
 		v.SetFloat(math.Inf(1))
@@ -534,11 +528,7 @@ func (d *decoder) decodeFloat(n *yaml.Node, v reflect.Value, path string, m mode
 	}
 }
 
-func (d *decoder) decodeDuration(n *yaml.Node, v reflect.Value, path string, m mode) {
-	s, ok := d.scalar(n, path, m, "a duration")
-	if !ok {
-		return
-	}
+func (d *decoder) decodeDuration(n *yaml.Node, v reflect.Value, path string, m mode, s string) {
 	dur, err := time.ParseDuration(s)
 	if err != nil {
 		if _, ferr := strconv.ParseFloat(s, 64); ferr == nil {
@@ -561,19 +551,8 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	}
 	info := d.structInfo(v.Type(), path, n.Line)
 	set := make(map[*field]string) // field -> the key that set it
-	for _, e := range d.entries(n, path) {
-		if !d.tick(path, n) {
-			return
-		}
-		if e.err != nil {
-			d.errs = append(d.errs, e.err)
-			continue
-		}
+	for e := range d.scalarKeyed(n, path) {
 		k := e.key
-		if k.Kind != yaml.ScalarNode {
-			d.failf(path, k, "key must be a string, not %s", keyKind(k))
-			continue
-		}
 		name := k.Value
 		kp := keyPath(path, name)
 		if k.ShortTag() != strTag {
@@ -652,16 +631,9 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 	t := v.Type()
 	mv := reflect.MakeMapWithSize(t, len(n.Content)/2)
-	for _, e := range d.entries(n, path) {
-		if !d.tick(path, n) {
-			return
-		}
-		if e.err != nil {
-			d.errs = append(d.errs, e.err)
-			continue
-		}
+	for e := range d.scalarKeyed(n, path) {
 		k := e.key
-		if k.Kind != yaml.ScalarNode || isNull(k) {
+		if isNull(k) {
 			d.failf(path, k, "key must be a string, not %s", keyKind(k))
 			continue
 		}
@@ -691,13 +663,7 @@ func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string, m mode
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-	for i, item := range n.Content {
-		ev := s.Index(i)
-		setDefaults(ev.Addr())
-		ip := indexPath(path, i)
-		d.record(ip, item.Line)
-		d.decodeValue(item, ev, ip, modeExpand)
-	}
+	d.decodeItems(n, s, path)
 	v.Set(s)
 }
 
@@ -710,6 +676,12 @@ func (d *decoder) decodeArray(n *yaml.Node, v reflect.Value, path string, m mode
 		d.failf(path, n, "expected a sequence of %d items, got %d items", v.Len(), len(n.Content))
 		return
 	}
+	d.decodeItems(n, v, path)
+}
+
+// decodeItems decodes the items of sequence n into as many elements of v (a
+// slice or an array), each from its zero value and its defaults.
+func (d *decoder) decodeItems(n *yaml.Node, v reflect.Value, path string) {
 	for i, item := range n.Content {
 		ev := v.Index(i)
 		ev.SetZero()
@@ -823,6 +795,31 @@ type entry struct {
 // caller reports them in document order.
 func (d *decoder) entries(m *yaml.Node, path string) []entry {
 	return d.flatten(m, path, true)
+}
+
+// scalarKeyed yields the entries of mapping m whose key is a scalar, once it
+// has reported the others (duplicate keys, keys that are mappings or
+// sequences). It counts a step of work per entry and stops when the budget
+// is spent.
+func (d *decoder) scalarKeyed(m *yaml.Node, path string) iter.Seq[entry] {
+	return func(yield func(entry) bool) {
+		for _, e := range d.entries(m, path) {
+			if !d.tick(path, m) {
+				return
+			}
+			if e.err != nil {
+				d.errs = append(d.errs, e.err)
+				continue
+			}
+			if e.key.Kind != yaml.ScalarNode {
+				d.failf(path, e.key, "key must be a string, not %s", keyKind(e.key))
+				continue
+			}
+			if !yield(e) {
+				return
+			}
+		}
+	}
 }
 
 func (d *decoder) flatten(m *yaml.Node, path string, report bool) []entry {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -52,16 +53,9 @@ func buildStructInfo(t reflect.Type) *structInfo {
 	visit = func(t reflect.Type, prefix []int, top bool) {
 		for i := 0; i < t.NumField(); i++ {
 			sf := t.Field(i)
-			tag := sf.Tag.Get("yaml")
-			if tag == "-" {
+			name, inline, ok := FieldKey(sf)
+			if !ok {
 				continue
-			}
-			name, opts, _ := strings.Cut(tag, ",")
-			inline := false
-			for _, o := range strings.Split(opts, ",") {
-				if o == "inline" {
-					inline = true
-				}
 			}
 			if !sf.IsExported() && !(sf.Anonymous && inline) {
 				continue
@@ -77,9 +71,6 @@ func buildStructInfo(t reflect.Type) *structInfo {
 				}
 				visit(sf.Type, index, false)
 				continue
-			}
-			if name == "" {
-				name = strings.ToLower(sf.Name)
 			}
 			if top {
 				info.members = append(info.members, member{index: i, name: name, anonymous: sf.Anonymous})
@@ -107,6 +98,22 @@ func buildStructInfo(t reflect.Type) *structInfo {
 	sort.Strings(info.keys)
 	info.err = errors.Join(problems...)
 	return info
+}
+
+// FieldKey reads a struct field's yaml tag as Decode does: key is the tag's
+// name, else the field's name in lower case; inline says the tag has
+// ",inline" (the field's keys are its struct's); ok is false for a field
+// tagged "-", which has no key.
+func FieldKey(sf reflect.StructField) (key string, inline, ok bool) {
+	tag := sf.Tag.Get("yaml")
+	if tag == "-" {
+		return "", false, false
+	}
+	key, opts, _ := strings.Cut(tag, ",")
+	if key == "" {
+		key = strings.ToLower(sf.Name)
+	}
+	return key, slices.Contains(strings.Split(opts, ","), "inline"), true
 }
 
 func fieldName(t reflect.Type, index []int) string {

@@ -22,11 +22,15 @@ type Bus struct {
 }
 
 // Start runs a broker with default settings on 127.0.0.1:0 and closes it when
-// the test ends.
-func Start(t testing.TB) *Bus {
+// the test ends. Options, when given, change the config before the broker is
+// made (more listeners, users).
+func Start(t testing.TB, options ...func(*broker.Config)) *Bus {
 	t.Helper()
 	cfg := broker.DefaultConfig()
 	cfg.Listeners = []broker.ListenerConfig{{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"}}
+	for _, o := range options {
+		o(&cfg)
+	}
 	b, err := broker.New(cfg, broker.Options{Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

@@ -115,14 +115,22 @@ func (c *Client) Publish(topic string, qos byte, retained bool, payload string) 
 }
 
 // Next waits for the next message on ch, failing the test after Timeout.
-func Next(t testing.TB, ch <-chan Received) Received {
+func Next[T any](t testing.TB, ch <-chan T) T {
+	t.Helper()
+	return NextWithin(t, Timeout, ch)
+}
+
+// NextWithin is Next bounded by d, for a destination that may take longer by
+// design (a sink reconnecting after an outage).
+func NextWithin[T any](t testing.TB, d time.Duration, ch <-chan T) T {
 	t.Helper()
 	select {
 	case m := <-ch:
 		return m
-	case <-time.After(Timeout):
+	case <-time.After(d):
 		t.Fatal("no message arrived")
-		return Received{}
+		var zero T
+		return zero
 	}
 }
 

@@ -36,6 +36,22 @@ func DialRaw(t testing.TB, addr string) *Raw {
 	return &Raw{t: t, Conn: c, r: bufio.NewReader(c), Version: 4}
 }
 
+// Dial5 connects to addr (host:port) as an MQTT 5 client with a clean
+// start, and fails the test unless the CONNACK says success: a bare client
+// for what paho.mqtt.golang (MQTT 3.1.1 only) cannot show, the reason codes
+// and reason strings of acks.
+func Dial5(t testing.TB, addr, username, password string) *Raw {
+	t.Helper()
+	c := DialRaw(t, addr)
+	ack := c.Connect(5, ConnectOptions{
+		ClientID: fmt.Sprintf("test5-%d", clientSeq.Add(1)), Username: username, Password: password, Clean: true,
+	})
+	if ack.ReasonCode != 0 {
+		t.Fatalf("MQTT 5 CONNECT answered with 0x%02X", ack.ReasonCode)
+	}
+	return c
+}
+
 // ConnectOptions are the CONNECT fields tests vary.
 type ConnectOptions struct {
 	ClientID, Username, Password string
@@ -94,8 +110,20 @@ func (c *Raw) TrySend(pk packets.Packet) error {
 	if err != nil {
 		return err
 	}
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(Timeout))
 	_, err = c.Conn.Write(b)
 	return err
+}
+
+// Publish sends a PUBLISH with packet id id (0 for QoS 0).
+func (c *Raw) Publish(topic string, qos byte, id uint16, payload []byte) {
+	c.t.Helper()
+	c.Send(packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos},
+		TopicName:   topic,
+		PacketID:    id,
+		Payload:     payload,
+	})
 }
 
 // Next reads the next packet, failing the test if none arrives within Timeout.
@@ -111,48 +139,7 @@ func (c *Raw) Next() packets.Packet {
 // NextErr reads the next packet within Timeout; io.EOF means the broker closed the connection.
 func (c *Raw) NextErr() (packets.Packet, error) {
 	_ = c.Conn.SetReadDeadline(time.Now().Add(Timeout))
-	var pk packets.Packet
-	b, err := c.r.ReadByte()
-	if err != nil {
-		return pk, err
-	}
-	if err := pk.FixedHeader.Decode(b); err != nil {
-		return pk, err
-	}
-	n, _, err := packets.DecodeLength(c.r)
-	if err != nil {
-		return pk, err
-	}
-	pk.FixedHeader.Remaining = n
-	body := make([]byte, n)
-	if _, err := io.ReadFull(c.r, body); err != nil {
-		return pk, err
-	}
-	pk.ProtocolVersion = c.Version
-	switch pk.FixedHeader.Type {
-	case packets.Connack:
-		err = pk.ConnackDecode(body)
-	case packets.Publish:
-		err = pk.PublishDecode(body)
-	case packets.Puback:
-		err = pk.PubackDecode(body)
-	case packets.Pubrec:
-		err = pk.PubrecDecode(body)
-	case packets.Pubrel:
-		err = pk.PubrelDecode(body)
-	case packets.Pubcomp:
-		err = pk.PubcompDecode(body)
-	case packets.Suback:
-		err = pk.SubackDecode(body)
-	case packets.Unsuback:
-		err = pk.UnsubackDecode(body)
-	case packets.Disconnect:
-		err = pk.DisconnectDecode(body)
-	case packets.Pingresp:
-	default:
-		err = fmt.Errorf("raw client cannot decode packet type %d", pk.FixedHeader.Type)
-	}
-	return pk, err
+	return ReadPacket(c.r, c.Version, 0)
 }
 
 // Subscribe subscribes to filter at qos and fails the test unless it is granted.
@@ -196,34 +183,80 @@ func (c *Raw) WaitClosed() []packets.Packet {
 	}
 }
 
+// ReadPacket reads one packet a server sends, in protocol version, and
+// decodes it with mochi's own decoders. A packet longer than limit bytes (0:
+// no limit) is refused before its body is read.
+func ReadPacket(r *bufio.Reader, version byte, limit int) (packets.Packet, error) {
+	var pk packets.Packet
+	b, err := r.ReadByte()
+	if err != nil {
+		return pk, err
+	}
+	if err := pk.FixedHeader.Decode(b); err != nil {
+		return pk, fmt.Errorf("fixed header 0x%02x: %w", b, err)
+	}
+	n, _, err := packets.DecodeLength(r)
+	if err != nil {
+		return pk, err
+	}
+	if limit > 0 && n > limit {
+		return pk, fmt.Errorf("a packet of %d bytes exceeds the client's limit", n)
+	}
+	pk.FixedHeader.Remaining = n
+	pk.ProtocolVersion = version
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return pk, err
+	}
+	decode, ok := serverPackets[pk.FixedHeader.Type]
+	if !ok {
+		return pk, fmt.Errorf("a server does not send packet type %d", pk.FixedHeader.Type)
+	}
+	err = decode(&pk, body)
+	if pk.FixedHeader.Type == packets.Disconnect && version == 5 && n >= 1 {
+		// mochi's decoder reads the reason code only when properties
+		// follow it; a DISCONNECT may end with its reason code.
+		pk.ReasonCode = body[0]
+	}
+	return pk, err
+}
+
+// serverPackets are mochi's decoders of the packets a server sends.
+var serverPackets = map[byte]func(*packets.Packet, []byte) error{
+	packets.Connack:    (*packets.Packet).ConnackDecode,
+	packets.Publish:    (*packets.Packet).PublishDecode,
+	packets.Puback:     (*packets.Packet).PubackDecode,
+	packets.Pubrec:     (*packets.Packet).PubrecDecode,
+	packets.Pubrel:     (*packets.Packet).PubrelDecode,
+	packets.Pubcomp:    (*packets.Packet).PubcompDecode,
+	packets.Suback:     (*packets.Packet).SubackDecode,
+	packets.Unsuback:   (*packets.Packet).UnsubackDecode,
+	packets.Pingresp:   (*packets.Packet).PingrespDecode,
+	packets.Disconnect: (*packets.Packet).DisconnectDecode,
+}
+
 // EncodePacket encodes one packet a client sends, in pk.ProtocolVersion, with
 // mochi's own encoders.
 func EncodePacket(pk packets.Packet) ([]byte, error) {
-	var buf bytes.Buffer
-	var err error
-	switch pk.FixedHeader.Type {
-	case packets.Connect:
-		err = pk.ConnectEncode(&buf)
-	case packets.Publish:
-		err = pk.PublishEncode(&buf)
-	case packets.Puback:
-		err = pk.PubackEncode(&buf)
-	case packets.Pubrec:
-		err = pk.PubrecEncode(&buf)
-	case packets.Pubrel:
-		err = pk.PubrelEncode(&buf)
-	case packets.Pubcomp:
-		err = pk.PubcompEncode(&buf)
-	case packets.Subscribe:
-		err = pk.SubscribeEncode(&buf)
-	case packets.Unsubscribe:
-		err = pk.UnsubscribeEncode(&buf)
-	case packets.Pingreq:
-		err = pk.PingreqEncode(&buf)
-	case packets.Disconnect:
-		err = pk.DisconnectEncode(&buf)
-	default:
-		err = fmt.Errorf("a client does not send packet type %d", pk.FixedHeader.Type)
+	encode, ok := clientPackets[pk.FixedHeader.Type]
+	if !ok {
+		return nil, fmt.Errorf("a client does not send packet type %d", pk.FixedHeader.Type)
 	}
+	var buf bytes.Buffer
+	err := encode(&pk, &buf)
 	return buf.Bytes(), err
+}
+
+// clientPackets are mochi's encoders of the packets a client sends.
+var clientPackets = map[byte]func(*packets.Packet, *bytes.Buffer) error{
+	packets.Connect:     (*packets.Packet).ConnectEncode,
+	packets.Publish:     (*packets.Packet).PublishEncode,
+	packets.Puback:      (*packets.Packet).PubackEncode,
+	packets.Pubrec:      (*packets.Packet).PubrecEncode,
+	packets.Pubrel:      (*packets.Packet).PubrelEncode,
+	packets.Pubcomp:     (*packets.Packet).PubcompEncode,
+	packets.Subscribe:   (*packets.Packet).SubscribeEncode,
+	packets.Unsubscribe: (*packets.Packet).UnsubscribeEncode,
+	packets.Pingreq:     (*packets.Packet).PingreqEncode,
+	packets.Disconnect:  (*packets.Packet).DisconnectEncode,
 }

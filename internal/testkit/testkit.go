@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -34,11 +35,20 @@ func RequireCommand(t testing.TB, name string) string {
 			return path
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed; .ci/run should have installed it", name)
-	}
-	t.Skipf("%s is not installed (CI=true makes this a failure)", name)
+	Unavailable(t, "%s is not installed; .ci/run installs it", name)
 	return ""
+}
+
+// Unavailable ends a test that lacks something from outside Go (a tool, a
+// free port, files of the checkout): the test fails under CI=true, which
+// must provide it, and skips elsewhere.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI=true requires it)")
+	}
+	t.Skip(msg + " (CI=true makes this a failure)")
 }
 
 // TLSFiles are PEM files for a throwaway CA and a server certificate signed by
@@ -51,10 +61,6 @@ type TLSFiles struct {
 func TLS(t testing.TB) TLSFiles {
 	t.Helper()
 	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -65,15 +71,8 @@ func TLS(t testing.TB) TLSFiles {
 		KeyUsage:              x509.KeyUsageCertSign,
 		BasicConstraintsValid: true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	caKey, caDER := issue(t, caTmpl, nil, nil)
 	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +86,7 @@ func TLS(t testing.TB) TLSFiles {
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, der := issue(t, tmpl, caCert, caKey)
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +100,24 @@ func TLS(t testing.TB) TLSFiles {
 	writePEM(t, files.CertFile, "CERTIFICATE", der)
 	writePEM(t, files.KeyFile, "EC PRIVATE KEY", keyDER)
 	return files
+}
+
+// issue makes a key and a certificate of tmpl for it, signed by parent with
+// parentKey, or self-signed when parent is nil.
+func issue(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*ecdsa.PrivateKey, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, der
 }
 
 // CertPool returns a pool holding the test CA, for Go TLS clients.

@@ -5,7 +5,6 @@ package testnats
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"testing"
 
@@ -27,9 +26,18 @@ type Server struct {
 // given, change the server's options before it starts (max_payload, say).
 func Start(t testing.TB, options ...func(*server.Options)) *Server {
 	t.Helper()
+	s := newServer(t, options...)
+	s.Restart()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// newServer prepares, without starting it, a server with JetStream (file
+// store in a temporary directory) on a free loopback port, changed by options.
+func newServer(t testing.TB, options ...func(*server.Options)) *Server {
 	s := &Server{t: t, opts: server.Options{
 		Host:      "127.0.0.1",
-		Port:      freePort(t),
+		Port:      testkit.FreePortNumber(t),
 		JetStream: true,
 		StoreDir:  t.TempDir(),
 		NoLog:     true,
@@ -38,8 +46,6 @@ func Start(t testing.TB, options ...func(*server.Options)) *Server {
 	for _, o := range options {
 		o(&s.opts)
 	}
-	s.Restart()
-	t.Cleanup(s.Stop)
 	return s
 }
 
@@ -81,24 +87,18 @@ type Cluster struct {
 // meta leader.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
-	clusterPorts := []int{freePort(t), freePort(t), freePort(t)}
+	clusterPorts := []int{testkit.FreePortNumber(t), testkit.FreePortNumber(t), testkit.FreePortNumber(t)}
 	var routes []*url.URL
 	for _, p := range clusterPorts {
 		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
 	}
 	c := &Cluster{}
 	for i, p := range clusterPorts {
-		s := &Server{t: t, opts: server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1),
-			Host:       "127.0.0.1",
-			Port:       freePort(t),
-			JetStream:  true,
-			StoreDir:   t.TempDir(),
-			NoLog:      true,
-			NoSigs:     true,
-			Cluster:    server.ClusterOpts{Name: "firehose-test", Host: "127.0.0.1", Port: p},
-			Routes:     routes,
-		}}
+		s := newServer(t, func(o *server.Options) {
+			o.ServerName = fmt.Sprintf("n%d", i+1)
+			o.Cluster = server.ClusterOpts{Name: "firehose-test", Host: "127.0.0.1", Port: p}
+			o.Routes = routes
+		})
 		opts := s.opts
 		srv, err := server.NewServer(&opts)
 		if err != nil {
@@ -135,14 +135,4 @@ func (c *Cluster) URLs() []string {
 		urls = append(urls, s.URL())
 	}
 	return urls
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -2,9 +2,6 @@ package tlsconfig
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
-	"os"
 
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
@@ -41,20 +38,16 @@ func (c *Client) Validate() error {
 func (c *Client) Config() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}
 	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
+		pool, err := certPool("ca_file", c.CAFile)
 		if err != nil {
-			return nil, keyErr("ca_file", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, keyErr("ca_file", fmt.Errorf("%s holds no PEM certificate", c.CAFile))
+			return nil, err
 		}
 		cfg.RootCAs = pool
 	}
 	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		cert, err := keyPair(c.CertFile, c.KeyFile)
 		if err != nil {
-			return nil, keyErr("cert_file", fmt.Errorf("with key_file %s: %w", c.KeyFile, err))
+			return nil, err
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

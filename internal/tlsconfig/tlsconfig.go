@@ -63,18 +63,36 @@ func (f *Files) Server() (*tls.Config, error) {
 		cfg.MinVersion = tls.VersionTLS13
 	}
 	if f.ClientCAFile != "" {
-		pem, err := os.ReadFile(f.ClientCAFile)
+		pool, err := certPool("client_ca_file", f.ClientCAFile)
 		if err != nil {
-			return nil, keyErr("client_ca_file", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, keyErr("client_ca_file", fmt.Errorf("%s holds no PEM certificate", f.ClientCAFile))
+			return nil, err
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// certPool reads the PEM file at path, the value of key, into a pool of CAs.
+func certPool(key, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, keyErr(key, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, keyErr(key, fmt.Errorf("%s holds no PEM certificate", path))
+	}
+	return pool, nil
+}
+
+// keyPair loads cert_file and key_file, with an error that names them.
+func keyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return cert, keyErr("cert_file", fmt.Errorf("with key_file %s: %w", keyFile, err))
+	}
+	return cert, nil
 }
 
 // recheckEvery bounds how often a handshake stats the files.
@@ -94,9 +112,9 @@ func (r *reloader) load() error {
 	if err != nil {
 		return err
 	}
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	cert, err := keyPair(r.certFile, r.keyFile)
 	if err != nil {
-		return keyErr("cert_file", fmt.Errorf("with key_file %s: %w", r.keyFile, err))
+		return err
 	}
 	r.mu.Lock()
 	r.cert, r.modTime, r.checkedAt = &cert, mod, time.Now()

@@ -3,6 +3,7 @@ package chef
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"regexp"
 	"strconv"
 	"strings"
@@ -265,18 +266,27 @@ func (r *report) object(v []byte, field string) bool {
 	return false
 }
 
-func (r *report) read(profiles []byte) {
-	if !r.array(profiles, "profiles") {
-		return
-	}
-	ps := jsonscan.Elements(profiles)
-	for ps.Next() {
-		field := "profiles[" + strconv.Itoa(ps.Index()) + "]"
-		if !r.object(ps.Value(), field) {
-			continue
+// objects yields the objects of the array v, the value of field, each with
+// its own field, once it has reported whatever else v or its elements are.
+func (r *report) objects(v []byte, field string) iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		if !r.array(v, field) {
+			return
 		}
+		es := jsonscan.Elements(v)
+		for es.Next() {
+			f := field + "[" + strconv.Itoa(es.Index()) + "]"
+			if r.object(es.Value(), f) && !yield(f, es.Value()) {
+				return
+			}
+		}
+	}
+}
+
+func (r *report) read(profiles []byte) {
+	for field, pv := range r.objects(profiles, "profiles") {
 		p := &profile{}
-		it := jsonscan.Members(ps.Value())
+		it := jsonscan.Members(pv)
 		for it.Next() {
 			switch v := it.Value(); jsonscan.Key(it.Key()) {
 			case "name":
@@ -296,35 +306,19 @@ func (r *report) read(profiles []byte) {
 }
 
 func (r *report) depends(v []byte, field string) []string {
-	if !r.array(v, field) {
-		return nil
-	}
 	var out []string
-	ds := jsonscan.Elements(v)
-	for ds.Next() {
-		f := field + "[" + strconv.Itoa(ds.Index()) + "]"
-		if !r.object(ds.Value(), f) {
-			continue
-		}
-		name, _ := jsonscan.Get(ds.Value(), "name")
+	for f, d := range r.objects(v, field) {
+		name, _ := jsonscan.Get(d, "name")
 		out = append(out, r.str(name, f+".name"))
 	}
 	return out
 }
 
 func (r *report) controls(v []byte, field string) []*control {
-	if !r.array(v, field) {
-		return nil
-	}
 	var out []*control
-	cs := jsonscan.Elements(v)
-	for cs.Next() {
-		f := field + "[" + strconv.Itoa(cs.Index()) + "]"
-		if !r.object(cs.Value(), f) {
-			continue
-		}
+	for f, cv := range r.objects(v, field) {
 		c := &control{}
-		it := jsonscan.Members(cs.Value())
+		it := jsonscan.Members(cv)
 		for it.Next() {
 			switch v := it.Value(); jsonscan.Key(it.Key()) {
 			case "id":

@@ -39,10 +39,7 @@ func subunitPython(t testing.TB) string {
 			return c
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no python with the subunit module among %v; install python3-subunit", candidates)
-	}
-	t.Skipf("no python with the subunit module among %v", candidates)
+	testkit.Unavailable(t, "no python with the subunit module among %v; install python3-subunit", candidates)
 	return ""
 }
 

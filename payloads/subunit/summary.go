@@ -6,7 +6,8 @@ import (
 	"hash/maphash"
 	"io"
 	"slices"
-	"unicode/utf8"
+
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 )
 
 // MaxListed bounds Summary.Failed.
@@ -110,7 +111,7 @@ func Summarize(r io.Reader, maxRunning int) (Summary, error) {
 				if len(running) >= maxRunning {
 					return s, &TooManyRunningError{Limit: maxRunning, Offset: p.Offset, Packet: s.Packets - 1}
 				}
-				running[k] = shownID(p.TestID)
+				running[k] = ellipsis.Cut(p.TestID, MaxIDShown)
 			}
 			continue
 		}
@@ -162,18 +163,6 @@ func (k *testKeys) key(id, route string, routed bool) testKey {
 	return out
 }
 
-// shownID is id cut to MaxIDShown bytes, at a character boundary, with "…".
-func shownID(id string) string {
-	if len(id) <= MaxIDShown {
-		return id
-	}
-	cut := MaxIDShown - len("…")
-	for cut > 0 && !utf8.RuneStart(id[cut]) {
-		cut--
-	}
-	return id[:cut] + "…"
-}
-
 func (s *Summary) count(st Status, id string) {
 	if st == StatusExists {
 		return
@@ -196,6 +185,6 @@ func (s *Summary) count(st Status, id string) {
 
 func (s *Summary) listFailed(id string) {
 	if len(s.Failed) < MaxListed {
-		s.Failed = append(s.Failed, shownID(id))
+		s.Failed = append(s.Failed, ellipsis.Cut(id, MaxIDShown))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/sinks"
 )
 
@@ -62,17 +63,6 @@ func msg(dest, payload, id string) bus.Message {
 	}}
 }
 
-func next(t *testing.T, ch <-chan Delivery) Delivery {
-	t.Helper()
-	select {
-	case d := <-ch:
-		return d
-	case <-time.After(timeout):
-		t.Fatal("nothing arrived at the destination")
-		return Delivery{}
-	}
-}
-
 func waitReady(t *testing.T, s sinks.Sink) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -91,7 +81,7 @@ func publishOne(t *testing.T, h Harness) {
 	if err := s.Publish(context.Background(), msg(dest, `{"hello":"world"}`, "one-1")); err != nil {
 		t.Fatal(err)
 	}
-	d := next(t, ch)
+	d := testkit.NextWithin(t, timeout, ch)
 	if d.Dest != dest || string(d.Payload) != `{"hello":"world"}` {
 		t.Fatalf("got %s %q, want %s", d.Dest, d.Payload, dest)
 	}
@@ -116,7 +106,7 @@ func batchInOrder(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 200; i++ {
-		if d := next(t, ch); string(d.Payload) != fmt.Sprint(i) {
+		if d := testkit.NextWithin(t, timeout, ch); string(d.Payload) != fmt.Sprint(i) {
 			t.Fatalf("message %d arrived as %q: out of order", i, d.Payload)
 		}
 	}
@@ -148,7 +138,7 @@ func concurrent(t *testing.T, h Harness) {
 	}
 	seen := map[string]bool{}
 	for len(seen) < goroutines*each {
-		seen[string(next(t, ch).Payload)] = true
+		seen[string(testkit.NextWithin(t, timeout, ch).Payload)] = true
 	}
 }
 
@@ -171,7 +161,7 @@ func limitIsExact(t *testing.T, h Harness) {
 		if err := s.Publish(context.Background(), msg(dest, payload, "large-1")); err != nil {
 			t.Fatal(err)
 		}
-		if d := next(t, ch); len(d.Payload) != len(payload) {
+		if d := testkit.NextWithin(t, timeout, ch); len(d.Payload) != len(payload) {
 			t.Fatalf("payload of %d bytes arrived as %d", len(payload), len(d.Payload))
 		}
 		return
@@ -190,7 +180,7 @@ func limitIsExact(t *testing.T, h Harness) {
 	if err := s.Publish(context.Background(), exact); err != nil {
 		t.Fatalf("a message of exactly the limit (%d bytes, %s): %v", lim.Bytes, lim.From, err)
 	}
-	if d := next(t, ch); len(d.Payload) != len(exact.Payload) {
+	if d := testkit.NextWithin(t, timeout, ch); len(d.Payload) != len(exact.Payload) {
 		t.Fatalf("payload of %d bytes arrived as %d", len(exact.Payload), len(d.Payload))
 	}
 	over := msg(dest, "", "over-1")
@@ -204,7 +194,7 @@ func limitIsExact(t *testing.T, h Harness) {
 	if err := s.Publish(context.Background(), msg(dest, "after", "after-1")); err != nil {
 		t.Fatal(err)
 	}
-	if d := next(t, ch); string(d.Payload) != "after" {
+	if d := testkit.NextWithin(t, timeout, ch); string(d.Payload) != "after" {
 		t.Fatalf("%d bytes arrived of the message over the limit", len(d.Payload))
 	}
 }
