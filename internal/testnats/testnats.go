@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -137,12 +138,17 @@ func (c *Cluster) URLs() []string {
 	return urls
 }
 
+// freePort is a port reserved for the test (testkit.FreePort): a server
+// restarted on it finds it still free.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, err := net.SplitHostPort(testkit.FreePort(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
