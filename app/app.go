@@ -30,6 +30,7 @@ import (
 	"github.com/opsfirehose/firehose/mqttin"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/mqttsink"
 )
 
 // Bridge is one running bridge process.
@@ -40,7 +41,7 @@ type Bridge struct {
 	http     *httpserver.Server
 
 	broker     *broker.Broker     // embedded mode
-	external   *sinks.MQTT        // external mode: where adapters publish
+	external   *mqttsink.Sink     // external mode: where adapters publish
 	subscriber *mqttin.Subscriber // external mode: where the router reads
 	sinks      map[string]sinks.Sink
 	router     *router.Router
@@ -96,7 +97,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 			s, err = sinks.NewNATS(name, sc, log)
 			natsSinks[name] = true
 		case sinks.TypeMQTT:
-			s, err = sinks.NewMQTT(name, sc, cfg.DataDir, log)
+			s, err = mqttsink.New(name, sc, cfg.DataDir, log)
 		default:
 			err = fmt.Errorf("sinks.%s.type: %q is not a sink type", name, sc.Type)
 		}
@@ -117,7 +118,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 	switch cfg.Broker.Mode {
 	case broker.ModeExternal:
 		ext := cfg.Broker.External
-		if b.external, err = sinks.NewMQTT("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log); err != nil {
+		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log); err != nil {
 			return nil, err
 		}
 		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, inputMetrics, log); err != nil {

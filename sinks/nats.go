@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/sinks/internal/connstate"
 )
 
 // NATS is a NATS core or JetStream sink. Core publishes are confirmed by a
@@ -28,10 +29,11 @@ type NATS struct {
 	log     zerolog.Logger
 	nc      *nats.Conn
 	js      jetstream.JetStream // nil for core
+	pub     *jsPublisher        // JetStream's publishes; nil for core
 	timeout time.Duration
 
 	constructed chan struct{} // closed once js is set; nats.go calls back before NewNATS returns
-	state       connState
+	state       *connstate.State
 	streamMu    sync.Mutex
 	streamReady atomic.Bool
 	streamErr   atomic.Pointer[string] // why the stream could not be made, last time
@@ -74,11 +76,11 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 	if cfg.Stream != nil {
 		s.streamLimit = "the max_msg_size of JetStream stream " + cfg.Stream.Name
 	}
-	s.state = connState{log: s.log, what: "NATS sink " + name}
+	s.state = connstate.New(s.log, "NATS sink "+name)
 	defer close(s.constructed)
 	connected := func(msg string) {
 		ev := s.log.Info()
-		if n := s.state.connected(); n > 0 {
+		if n := s.state.Connected(); n > 0 {
 			ev = ev.Int("failed_attempts", n)
 		}
 		ev.Msg(msg)
@@ -105,8 +107,14 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		nats.ConnectHandler(func(*nats.Conn) { connected("NATS connected") }),
 		nats.ReconnectHandler(func(*nats.Conn) { connected("NATS reconnected") }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			<-s.constructed // s.pub is set
+			if s.pub != nil {
+				// The acks awaited will not come on this connection: the
+				// messages go to the outbox now, not at their timeout.
+				s.pub.failAll(fmt.Errorf("%w: %w", nats.ErrDisconnected, bus.ErrUnavailable))
+			}
 			if !s.closed.Load() {
-				s.state.lost(err)
+				s.state.Lost(err)
 				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes go to the outbox")
 			}
 		}),
@@ -114,7 +122,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		// reportFailedAttempt).
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
 			if !s.closed.Load() {
-				s.state.failed(err, "cannot connect")
+				s.state.Failed(err, "cannot connect")
 			}
 		}),
 		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
@@ -145,9 +153,10 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 	}
 	s.nc = nc
 	if cfg.Type == TypeJetStream {
-		s.js, err = jetstream.New(nc,
-			jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
-			jetstream.WithPublishAsyncTimeout(cfg.ConfirmTimeout))
+		s.js, err = jetstream.New(nc)
+		if err == nil {
+			s.pub, err = newJSPublisher(nc, cfg.MaxPending)
+		}
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("sink %s: jetstream: %w", name, err)
@@ -179,7 +188,7 @@ func (s *NATS) reportFailedAttempt() {
 		return
 	}
 	if err := s.nc.LastError(); err != nil && !s.nc.IsConnected() {
-		s.state.failed(err, "cannot connect")
+		s.state.Failed(err, "cannot connect")
 	}
 }
 
@@ -191,7 +200,7 @@ func (s *NATS) NotReadyReason() string {
 	case s.closed.Load():
 		return "closed"
 	case !s.nc.IsConnected():
-		return s.state.why("not connected yet")
+		return s.state.Why("not connected yet")
 	case s.Ready():
 		return ""
 	}
@@ -372,47 +381,25 @@ func (s *NATS) Publish(ctx context.Context, msgs ...bus.Message) error {
 	if !s.nc.IsConnected() {
 		return fmt.Errorf("sink %s: not connected: %w", s.name, bus.ErrUnavailable)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	if s.js != nil {
 		return s.publishJetStream(ctx, msgs)
 	}
-	var refused refusals
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var refused Refusals
 	for i := range msgs {
 		if err := s.nc.PublishMsg(natsMsg(&msgs[i])); err != nil {
 			err = fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
 			if !errors.Is(err, bus.ErrInvalid) {
 				return err
 			}
-			refused.add(err) // the others still go
+			refused.Add(err) // the others still go
 		}
 	}
 	if err := s.nc.FlushWithContext(ctx); err != nil {
 		return fmt.Errorf("sink %s: flush: %w: %w", s.name, bus.ErrUnavailable, err)
 	}
-	return refused.err()
-}
-
-// refusals collects the messages of one Publish that no retry can deliver,
-// so that one of them does not make the router drop the batch around it: it
-// is reported (as a *bus.Rejected) only once all the others are safe.
-type refusals struct {
-	count int
-	first error
-}
-
-func (r *refusals) add(err error) {
-	if r.count == 0 {
-		r.first = err
-	}
-	r.count++
-}
-
-func (r *refusals) err() error {
-	if r.count == 0 {
-		return nil
-	}
-	return &bus.Rejected{Count: r.count, Err: r.first}
+	return refused.Err()
 }
 
 func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
@@ -421,45 +408,39 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 			return fmt.Errorf("sink %s: %w: %w", s.name, bus.ErrUnavailable, err)
 		}
 	}
-	var refused refusals
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for i := range msgs {
-		f, err := s.js.PublishMsgAsync(natsMsg(&msgs[i]))
-		if err != nil {
-			err = fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
-			if !errors.Is(err, bus.ErrInvalid) {
-				return err // what is in flight may be stored too; a retry is de-duplicated by id
-			}
-			refused.add(err)
+	errs, err := s.pub.publish(ctx, s.timeout, msgs)
+	if err != nil {
+		return fmt.Errorf("sink %s: waiting for acks: %w: %w", s.name, bus.ErrUnavailable, err)
+	}
+	// A transient failure anywhere makes the whole batch retried, and a
+	// refusal for good is reported only if all the other messages are
+	// stored.
+	var (
+		refused   Refusals
+		transient error
+	)
+	for i, err := range errs {
+		if err == nil {
 			continue
 		}
-		futures = append(futures, f)
-	}
-	// Every ack is awaited, even after a failure: a transient failure anywhere
-	// makes the whole batch retried, and a refusal for good is reported only
-	// if all the other messages are stored.
-	var transient error
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			if errors.Is(err, jetstream.ErrNoStreamResponse) && s.cfg.Stream != nil && s.cfg.Stream.Create {
-				s.loseStream() // the stream may be gone, or its leader: make it again before the next publish
-			}
-			err = fmt.Errorf("sink %s: publish %s: %w", s.name, f.Msg().Subject, classifyAck(err))
-			if errors.Is(err, bus.ErrInvalid) {
-				refused.add(err)
-			} else if transient == nil {
-				transient = err
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("sink %s: waiting for acks: %w: %w", s.name, bus.ErrUnavailable, ctx.Err())
+		if errors.Is(err, jetstream.ErrNoStreamResponse) && s.cfg.Stream != nil && s.cfg.Stream.Create {
+			s.loseStream() // the stream may be gone, or its leader: make it again before the next publish
+		}
+		if errors.Is(classify(err), bus.ErrInvalid) {
+			err = fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, bus.ErrInvalid, err)
+		} else {
+			err = fmt.Errorf("sink %s: publish %s: %w", s.name, msgs[i].Topic, classifyAck(err))
+		}
+		if errors.Is(err, bus.ErrInvalid) {
+			refused.Add(err)
+		} else if transient == nil {
+			transient = err
 		}
 	}
 	if transient != nil {
 		return transient
 	}
-	return refused.err()
+	return refused.Err()
 }
 
 // classify tells a message NATS can never take (too large, a bad subject),
@@ -510,10 +491,8 @@ func (s *NATS) Close(ctx context.Context) error {
 		s.closed.Store(true)
 		close(s.done)
 		if s.js != nil {
-			select {
-			case <-s.js.PublishAsyncComplete():
-			case <-ctx.Done():
-				err = fmt.Errorf("sink %s: acks still pending at shutdown: %w", s.name, ctx.Err())
+			if perr := s.pub.idle(ctx); perr != nil {
+				err = fmt.Errorf("sink %s: acks still pending at shutdown: %w", s.name, perr)
 			}
 		}
 		if s.nc.IsConnected() {

@@ -1,6 +1,8 @@
-// Package sinks holds the places routes deliver to: NATS core, JetStream and
-// an external MQTT broker. Every sink implements Sink, and one conformance
-// suite (sinks/sinktest) runs against all of them and the embedded broker.
+// Package sinks holds the places routes deliver to: NATS core and JetStream
+// here, an external MQTT broker in sinks/mqttsink (apart, so that the
+// router links no MQTT library). Every sink implements Sink, and one
+// conformance suite (sinks/sinktest) runs against all of them and the
+// embedded broker.
 //
 // A sink delivers what it is given: it must not choose subjects, filter, or
 // buffer on disk. Mapping is the router's, buffering the outbox's.
@@ -61,4 +63,28 @@ type Limit struct {
 	// From says where the limit comes from, for people: "the NATS
 	// server's max_payload", "sinks.out.max_packet_size".
 	From string
+}
+
+// Refusals collects the messages of one Publish that no retry can deliver,
+// so that one of them does not make the router drop the batch around it: it
+// is reported (as a *bus.Rejected) only once all the others are safe.
+type Refusals struct {
+	count int
+	first error
+}
+
+// Add counts a message refused for good by err.
+func (r *Refusals) Add(err error) {
+	if r.count == 0 {
+		r.first = err
+	}
+	r.count++
+}
+
+// Err is nil if nothing was refused, else a *bus.Rejected naming the first refusal.
+func (r *Refusals) Err() error {
+	if r.count == 0 {
+		return nil
+	}
+	return &bus.Rejected{Count: r.count, Err: r.first}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/mqttsink"
 	"github.com/opsfirehose/firehose/sinks/sinktest"
 )
 
@@ -193,7 +194,7 @@ func TestMQTTConformance(t *testing.T) {
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := sinks.NewMQTT("ext", cfg, t.TempDir(), zerolog.Nop())
+			s, err := mqttsink.New("ext", cfg, t.TempDir(), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -426,11 +427,11 @@ func TestMQTTPacketSizeAgainstMosquitto(t *testing.T) {
 		if tok := c.Connect(); !tok.WaitTimeout(testkit.Timeout) || tok.Error() != nil {
 			t.Fatalf("connect: %v", tok.Error())
 		}
-		size := packet - sinks.PublishPacketSize(topic, 0)
-		for sinks.PublishPacketSize(topic, size) > packet { // the length field grew
+		size := packet - mqttsink.PublishPacketSize(topic, 0)
+		for mqttsink.PublishPacketSize(topic, size) > packet { // the length field grew
 			size--
 		}
-		if got := sinks.PublishPacketSize(topic, size); got != packet {
+		if got := mqttsink.PublishPacketSize(topic, size); got != packet {
 			t.Fatalf("a packet of %d bytes, want %d", got, packet)
 		}
 		tok := c.Publish(topic, 1, false, make([]byte, size))
@@ -518,7 +519,7 @@ func TestSinksSayWhyTheyCannotConnect(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs testkit.SyncBuffer
-		s, err := sinks.NewMQTT("out", cfg, t.TempDir(), zerolog.New(&logs))
+		s, err := mqttsink.New("out", cfg, t.TempDir(), zerolog.New(&logs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -557,5 +558,66 @@ func wantRefused(t *testing.T, s sinks.Sink, logs *testkit.SyncBuffer, reason st
 	}
 	if n := strings.Count(logs.String(), "cannot connect"); n != 1 {
 		t.Errorf("%d lines about the refusal, want 1:\n%s", n, logs)
+	}
+}
+
+// TestJetStreamConcurrentPublishers: publishers whose batches share the
+// sink's ack window (far smaller than what they publish together) each get
+// their own answers, whichever of them takes an ack from the inbox, and
+// every message they were told is stored is in the stream, once.
+func TestJetStreamConcurrentPublishers(t *testing.T) {
+	srv := testnats.Start(t)
+	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
+	cfg.MaxPending = 16
+	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	testkit.Eventually(t, s.Ready, "the sink to be ready")
+	const publishers, batches = 8, 40
+	errs := make(chan error, publishers)
+	total := 0
+	for p := range publishers {
+		for b := range batches {
+			total += 1 + (p+b)%23
+		}
+	}
+	for p := range publishers {
+		go func() {
+			for b := range batches {
+				batch := make([]bus.Message, 1+(p+b)%23) // some over the window, alone
+				for i := range batch {
+					batch[i] = bus.NewMessage("test", fmt.Sprintf("%d-%d-%d", p, b, i), fmt.Sprintf("sinktest.p%d", p), []byte("x"), time.Now())
+				}
+				if err := s.Publish(context.Background(), batch...); err != nil {
+					errs <- fmt.Errorf("publisher %d, batch %d: %w", p, b, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range publishers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), "SINKTEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil || info.State.Msgs != uint64(total) {
+		t.Fatalf("stream holds %d messages (%v), want %d", info.State.Msgs, err, total)
 	}
 }

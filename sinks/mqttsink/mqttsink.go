@@ -1,4 +1,7 @@
-package sinks
+// Package mqttsink is the sink on an external MQTT broker, through paho. It
+// lives apart from sinks so that the router, which imports sinks for the
+// Sink contract, links no MQTT library.
+package mqttsink
 
 import (
 	"context"
@@ -12,35 +15,37 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/internal/connstate"
 )
 
-// MQTT is a sink on an external MQTT broker (mosquitto, EMQX) through paho:
+// Sink is a sink on an external MQTT broker (mosquitto, EMQX) through paho:
 // QoS 1, a fixed client id with CleanSession false and a file store, so a
 // message sent but not yet acknowledged survives a reconnect or a restart.
 // It is also the bridge's publisher in external broker mode.
-type MQTT struct {
+type Sink struct {
 	name      string
 	client    paho.Client
 	log       zerolog.Logger
 	timeout   time.Duration
 	maxPacket int
-	limit     Limit // made once: Limit runs for every routed message
-	state     connState
+	limit     sinks.Limit // made once: Limit runs for every routed message
+	state     *connstate.State
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
 
-var _ Sink = (*MQTT)(nil)
+var _ sinks.Sink = (*Sink)(nil)
 
-// NewMQTT starts connecting in the background and keeps reconnecting, with the
+// New starts connecting in the background and keeps reconnecting, with the
 // back-off bounded by max_reconnect_interval. dataDir holds the file store
 // unless store_dir is set.
-func NewMQTT(name string, cfg Config, dataDir string, log zerolog.Logger) (*MQTT, error) {
-	s := &MQTT{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
+func New(name string, cfg sinks.Config, dataDir string, log zerolog.Logger) (*Sink, error) {
+	s := &Sink{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
 		maxPacket: int(cfg.EffectiveMaxPacketSize())}
 	s.limit = cfg.ConfiguredLimit(name)
-	s.state = connState{log: s.log, what: "MQTT sink " + name}
+	s.state = connstate.New(s.log, "MQTT sink "+name)
 	storeDir := cfg.StoreDir
 	if storeDir == "" {
 		storeDir = filepath.Join(dataDir, "mqtt", name)
@@ -59,20 +64,20 @@ func NewMQTT(name string, cfg Config, dataDir string, log zerolog.Logger) (*MQTT
 		SetPassword(cfg.Password).
 		SetOnConnectHandler(func(paho.Client) {
 			ev := s.log.Info().Str("url", cfg.URL)
-			if n := s.state.connected(); n > 0 {
+			if n := s.state.Connected(); n > 0 {
 				ev = ev.Int("failed_attempts", n)
 			}
 			ev.Msg("MQTT sink connected")
 		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
-			s.state.lost(err)
+			s.state.Lost(err)
 			s.log.Warn().Err(err).Msg("MQTT sink disconnected; messages for required routes go to the outbox")
 		}).
 		// paho retries quietly; this is where it tells why an attempt
 		// failed (a CONNACK's "not Authorized", a refused dial).
 		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
 			if f, ok := n.(paho.ConnectionNotificationFailed); ok && !s.closed.Load() {
-				s.state.failed(f.Reason, "cannot connect to "+cfg.URL)
+				s.state.Failed(f.Reason, "cannot connect to "+cfg.URL)
 			}
 		})
 	if cfg.TLS != nil {
@@ -88,28 +93,28 @@ func NewMQTT(name string, cfg Config, dataDir string, log zerolog.Logger) (*MQTT
 }
 
 // Name is the sink's configured name.
-func (s *MQTT) Name() string { return s.name }
+func (s *Sink) Name() string { return s.name }
 
 // Ready reports whether the connection is up.
-func (s *MQTT) Ready() bool { return !s.closed.Load() && s.client.IsConnectionOpen() }
+func (s *Sink) Ready() bool { return !s.closed.Load() && s.client.IsConnectionOpen() }
 
 // NotReadyReason is why the sink is not connected: the reason paho gave
 // for its last failed attempt, or for losing the connection.
-func (s *MQTT) NotReadyReason() string {
+func (s *Sink) NotReadyReason() string {
 	switch {
 	case s.closed.Load():
 		return "closed"
 	case s.client.IsConnectionOpen():
 		return ""
 	}
-	return s.state.why("not connected yet")
+	return s.state.Why("not connected yet")
 }
 
 // Limit is max_packet_size: MQTT 3.1.1 cannot ask the broker.
-func (s *MQTT) Limit() Limit { return s.limit }
+func (s *Sink) Limit() sinks.Limit { return s.limit }
 
 // MessageSize is the size of the QoS 1 PUBLISH packet that carries m.
-func (s *MQTT) MessageSize(m *bus.Message) int { return PublishPacketSize(m.Topic, len(m.Payload)) }
+func (s *Sink) MessageSize(m *bus.Message) int { return PublishPacketSize(m.Topic, len(m.Payload)) }
 
 // PublishPacketSize is the size of an MQTT 3.1.1 QoS 1 PUBLISH packet: a
 // fixed header of one byte and a remaining length of 1 to 4 bytes, then the
@@ -127,17 +132,17 @@ func PublishPacketSize(topic string, payload int) int {
 // message over max_packet_size is not sent (the broker would disconnect
 // the bridge, which would send it again, forever); it is refused for good,
 // with the others published.
-func (s *MQTT) Publish(ctx context.Context, msgs ...bus.Message) error {
+func (s *Sink) Publish(ctx context.Context, msgs ...bus.Message) error {
 	if !s.Ready() {
 		return fmt.Errorf("sink %s: not connected: %w", s.name, bus.ErrUnavailable)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var refused refusals
+	var refused sinks.Refusals
 	tokens := make([]paho.Token, len(msgs))
 	for i := range msgs {
 		if size := s.MessageSize(&msgs[i]); size > s.maxPacket {
-			refused.add(fmt.Errorf("sink %s: publish %s: %w: a PUBLISH packet of %d bytes is over max_packet_size %d", s.name, msgs[i].Topic, bus.ErrInvalid, size, s.maxPacket))
+			refused.Add(fmt.Errorf("sink %s: publish %s: %w: a PUBLISH packet of %d bytes is over max_packet_size %d", s.name, msgs[i].Topic, bus.ErrInvalid, size, s.maxPacket))
 			continue
 		}
 		tokens[i] = s.client.Publish(msgs[i].Topic, 1, msgs[i].Retain, msgs[i].Payload)
@@ -155,11 +160,11 @@ func (s *MQTT) Publish(ctx context.Context, msgs ...bus.Message) error {
 			return fmt.Errorf("sink %s: waiting for PUBACK: %w: %w", s.name, bus.ErrUnavailable, ctx.Err())
 		}
 	}
-	return refused.err()
+	return refused.Err()
 }
 
 // Close disconnects, giving in-flight publishes until ctx is done.
-func (s *MQTT) Close(ctx context.Context) error {
+func (s *Sink) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		quiesce := uint(250)

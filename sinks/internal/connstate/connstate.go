@@ -1,4 +1,6 @@
-package sinks
+// Package connstate follows a sink's connection as its client library
+// reports it; the NATS and MQTT sinks share it.
+package connstate
 
 import (
 	"sync"
@@ -7,15 +9,15 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// connState follows a sink's connection as its client library reports it,
+// State follows a sink's connection as its client library reports it,
 // so that an operator learns why a sink is down (a wrong password, a
 // refused connection) from the log and from /readyz, not only that it is.
 // A failure is logged at warn when its reason is new, and while the same
 // reason repeats (the client retries every second or so) at most once per
-// connStateRepeat, with the number of attempts.
-type connState struct {
+// repeat, with the number of attempts.
+type State struct {
 	log  zerolog.Logger
-	what string // "MQTT sink", "NATS sink"
+	what string // "MQTT sink out", "NATS sink all"
 
 	mu       sync.Mutex
 	reason   string // why the connection is not up; "" while it is, or before any news
@@ -25,12 +27,15 @@ type connState struct {
 	total    int // attempts that failed since the connection was last up
 }
 
-// connStateRepeat is how often a failure that does not change is logged again.
-const connStateRepeat = time.Minute
+// repeat is how often a failure that does not change is logged again.
+const repeat = time.Minute
 
-// failed records a connection attempt that failed, and logs it if its
+// New is the state of the connection of what ("MQTT sink out"), logging to log.
+func New(log zerolog.Logger, what string) *State { return &State{log: log, what: what} }
+
+// Failed records a connection attempt that failed, and logs it if its
 // reason is new or was last logged a while ago.
-func (c *connState) failed(err error, msg string) {
+func (c *State) Failed(err error, msg string) {
 	if err == nil {
 		return
 	}
@@ -40,7 +45,7 @@ func (c *connState) failed(err error, msg string) {
 	c.failures++
 	c.total++
 	now := time.Now()
-	if reason == c.logged && now.Sub(c.loggedAt) < connStateRepeat {
+	if reason == c.logged && now.Sub(c.loggedAt) < repeat {
 		c.mu.Unlock()
 		return
 	}
@@ -50,8 +55,8 @@ func (c *connState) failed(err error, msg string) {
 	c.log.Warn().Str("reason", reason).Int("attempts", attempts).Msg(c.what + " " + msg + ": " + reason)
 }
 
-// lost records a connection that went down, for why(); the caller logs it.
-func (c *connState) lost(err error) {
+// Lost records a connection that went down, for Why; the caller logs it.
+func (c *State) Lost(err error) {
 	reason := "connection lost"
 	if err != nil {
 		reason = "connection lost: " + err.Error()
@@ -61,9 +66,9 @@ func (c *connState) lost(err error) {
 	c.mu.Unlock()
 }
 
-// connected records that the connection is up, and returns how many
+// Connected records that the connection is up, and returns how many
 // attempts failed before, for the caller's log line.
-func (c *connState) connected() int {
+func (c *State) Connected() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.total
@@ -71,8 +76,8 @@ func (c *connState) connected() int {
 	return n
 }
 
-// why is the last reason recorded, or fallback when there is none.
-func (c *connState) why(fallback string) string {
+// Why is the last reason recorded, or fallback when there is none.
+func (c *State) Why(fallback string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.reason == "" {
