@@ -59,8 +59,11 @@ func (b *Bridge) registerAdapters(ctx context.Context) error {
 		// answer, but a signal (ctx) must not wait for it.
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		h, err := configdbapi.Open(ctx, cfg.ConfigDB, configdbapi.Options{
-			Publisher: b.publisher, Logger: b.log.With().Str("adapter", "configdb").Logger(),
-			Tokens: b.http.Tokens(), Registerer: b.registry, DataDir: cfg.DataDir,
+			Options: intake.Options{
+				Publisher: b.publisher, Logger: b.log.With().Str("adapter", "configdb").Logger(),
+				Tokens: b.http.Tokens(), Registerer: b.registry,
+			},
+			DataDir: cfg.DataDir,
 		})
 		cancel()
 		if err != nil {

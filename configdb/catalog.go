@@ -21,21 +21,12 @@ func (s *Store) GetComponent(ctx context.Context, id int64) (Component, error) {
 }
 
 func (t *txn) components(query string, args ...any) ([]Component, error) {
-	rows, err := t.query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	out := []Component{}
-	for rows.Next() {
+	out, err := queryAll(t, func(rows *sql.Rows) (Component, error) {
 		var c Component
-		if err := rows.Scan(&c.ID, &c.Name); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		err := rows.Scan(&c.ID, &c.Name)
+		return c, err
+	}, query, args...)
+	if err != nil {
 		return nil, err
 	}
 	defs, err := t.resourceDefinitions(`SELECT id, name, component_id, content FROM resource_definitions
@@ -71,26 +62,19 @@ func (t *txn) component(id int64) (Component, error) {
 }
 
 func (t *txn) resourceDefinitions(query string, args ...any) ([]ResourceDefinition, error) {
-	rows, err := t.query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []ResourceDefinition{}
-	for rows.Next() {
+	return queryAll(t, func(rows *sql.Rows) (ResourceDefinition, error) {
 		var d ResourceDefinition
 		var comp sql.NullInt64
 		var content string
 		if err := rows.Scan(&d.ID, &d.Name, &comp, &content); err != nil {
-			return nil, err
+			return d, err
 		}
 		if comp.Valid {
 			d.ComponentID = &comp.Int64
 		}
 		d.Content = json.RawMessage(content)
-		out = append(out, d)
-	}
-	return out, rows.Err()
+		return d, nil
+	}, query, args...)
 }
 
 func (t *txn) resourceDefinition(id int64) (ResourceDefinition, error) {
@@ -270,6 +254,17 @@ func (s *Store) UpdateComponent(ctx context.Context, author string, id int64, u 
 	})
 }
 
+// writeEnv is write with environment env locked first, as every change to
+// an environment or to what is stored in it is.
+func (s *Store) writeEnv(ctx context.Context, env int64, fn func(t *txn) error) error {
+	return s.write(ctx, func(t *txn) error {
+		if err := t.lockEnv(env); err != nil {
+			return err
+		}
+		return fn(t)
+	})
+}
+
 // writeCatalog is write with the catalog locked first, as every change to
 // components and resource definitions is.
 func (s *Store) writeCatalog(ctx context.Context, fn func(t *txn) error) error {
@@ -346,33 +341,12 @@ func (s *Store) DeleteComponent(ctx context.Context, author string, id int64) er
 			if err := t.lockEnv(envID); err != nil {
 				return err
 			}
-			env, err := t.environment(envID)
-			if err != nil {
-				return err
-			}
-			if err := s.emitEnvironment(t, eventUpdated, author, env); err != nil {
+			if err := s.emitEnvironmentUpdated(t, author, envID); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-}
-
-func (t *txn) ids(query string, args ...any) ([]int64, error) {
-	rows, err := t.query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }
 
 // ListResourceDefinitions returns resource definitions by id, all or those of

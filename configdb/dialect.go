@@ -2,6 +2,7 @@ package configdb
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,27 +57,25 @@ func (d dialect) q(query string) string {
 
 // isUnique reports a unique or primary key violation.
 func (d dialect) isUnique(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "23505"
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
-	}
-	return false
+	return isViolation(err, "23505", sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 }
 
 // isForeignKey reports a foreign key violation: a row referred to was deleted
 // by a concurrent transaction.
 func (d dialect) isForeignKey(err error) bool {
+	return isViolation(err, "23503", sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY)
+}
+
+// isViolation reports whether err is a constraint violation: PostgreSQL's
+// SQLSTATE pgCode, or one of SQLite's extended result codes.
+func isViolation(err error, pgCode string, sqliteCodes ...int) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return pe.Code == "23503"
+		return pe.Code == pgCode
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
-		return se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+		return slices.Contains(sqliteCodes, se.Code())
 	}
 	return false
 }

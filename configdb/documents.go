@@ -115,7 +115,7 @@ func (t *txn) resource(env int64, res string) (int64, string, error) {
 		JOIN environment_components ec ON ec.component_id = rd.component_id
 		WHERE ec.environment_id = ? AND `
 	var arg any = res
-	if id, ok := parseID(res); ok {
+	if id, ok := ParseID(res); ok {
 		q, arg = q+"rd.id = ?", id
 	} else {
 		q += "rd.name = ?"
@@ -310,9 +310,14 @@ func (s *Store) Effective(ctx context.Context, a Address) (*Effective, error) {
 		sources := make([]source, 0, 2*len(r.pathKeys))
 		for i, p := range r.pathKeys {
 			got := found[p]
-			sources = append(sources,
-				source{body: got.values, level: i, what: "values at " + r.lookups[i]},
-				source{body: got.overrides, level: i, what: "overrides at " + r.lookups[i]})
+			for _, s := range []source{
+				{body: got.values, level: i, what: "values at " + r.lookups[i]},
+				{body: got.overrides, level: i, what: "overrides at " + r.lookups[i]},
+			} {
+				if s.body != nil {
+					sources = append(sources, s)
+				}
+			}
 		}
 		eff, err = merge(sources, r.lookups)
 		return err
@@ -334,10 +339,7 @@ func (s *Store) Put(ctx context.Context, author string, a Address, kind DocKind,
 		return Document{}, err
 	}
 	var doc Document
-	err = s.write(ctx, func(t *txn) error {
-		if err := t.lockEnv(a.Env); err != nil {
-			return err
-		}
+	err = s.writeEnv(ctx, a.Env, func(t *txn) error {
 		doc, err = s.putDoc(t, author, a, kind, pre, false, func([]byte) ([]byte, error) { return canon, nil })
 		return err
 	})
@@ -376,10 +378,7 @@ func (s *Store) PutMany(ctx context.Context, author string, docs []PutDoc) error
 // atomically. The document's row must exist (something was PUT there).
 func (s *Store) Keys(ctx context.Context, author string, a Address, kind DocKind, op KeysOp, paths []KeyPath, pre Precondition) (Document, error) {
 	var doc Document
-	err := s.write(ctx, func(t *txn) (err error) {
-		if err := t.lockEnv(a.Env); err != nil {
-			return err
-		}
+	err := s.writeEnv(ctx, a.Env, func(t *txn) (err error) {
 		doc, err = s.putDoc(t, author, a, kind, pre, true, func(old []byte) ([]byte, error) {
 			return applyKeys(old, op, paths)
 		})

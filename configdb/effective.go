@@ -71,11 +71,11 @@ func (b builder) add(m member, level int) builder {
 		e.body = append(e.body, ',')
 	}
 	en := entry{keyStart: int32(len(e.body)), level: int32(level)}
-	e.body = append(e.body, m.rawKey...)
+	e.body = append(e.body, m.rawKey()...)
 	en.keyEnd = int32(len(e.body))
 	e.body = append(e.body, ':')
 	en.valStart = int32(len(e.body))
-	e.body = append(e.body, m.val...)
+	e.body = append(e.body, m.val()...)
 	en.valEnd = int32(len(e.body))
 	e.entries = append(e.entries, en)
 	return b
@@ -86,9 +86,10 @@ func (b builder) done() *Effective {
 	return b.e
 }
 
-// source is one stored document in merge order.
+// source is one stored document in merge order. A level path with nothing
+// stored has no source.
 type source struct {
-	body  []byte // nil: nothing stored
+	body  []byte
 	level int
 	what  string // "values at /" for messages
 }
@@ -116,9 +117,6 @@ func merge(sources []source, paths []string) (*Effective, error) {
 	cursors, heads, live, levels := cursorBuf[:0], headBuf[:0], liveBuf[:0], levelBuf[:0]
 	size := 0
 	for _, s := range sources {
-		if s.body == nil {
-			continue
-		}
 		c, err := openCursor(s.body)
 		if err != nil {
 			return nil, notObject(s)
@@ -178,9 +176,6 @@ func mergeUnsorted(sources []source, paths []string) (*Effective, error) {
 	index := map[string]int{}
 	size := 0
 	for _, s := range sources {
-		if s.body == nil {
-			continue
-		}
 		members, err := splitObject(s.body)
 		if err != nil {
 			return nil, notObject(s)

@@ -16,21 +16,8 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func (s *Store) ListEnvironments(ctx context.Context) ([]Environment, error) {
 	var out []Environment
 	err := s.read(ctx, func(t *txn) error {
-		rows, err := t.query(`SELECT id FROM environments ORDER BY id`)
+		ids, err := t.ids(`SELECT id FROM environments ORDER BY id`)
 		if err != nil {
-			return err
-		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		out = make([]Environment, 0, len(ids))
@@ -61,20 +48,7 @@ func (t *txn) environment(id int64) (Environment, error) {
 	if err != nil {
 		return env, err
 	}
-	rows, err := t.query(`SELECT component_id FROM environment_components WHERE environment_id = ? ORDER BY position`, id)
-	if err != nil {
-		return env, err
-	}
-	for rows.Next() {
-		var c int64
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return env, err
-		}
-		env.Components = append(env.Components, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if env.Components, err = t.ids(`SELECT component_id FROM environment_components WHERE environment_id = ? ORDER BY position`, id); err != nil {
 		return env, err
 	}
 	levels, err := t.levels(id)
@@ -94,20 +68,11 @@ type levelRow struct {
 
 // levels returns an environment's levels, least specific first.
 func (t *txn) levels(env int64) ([]levelRow, error) {
-	rows, err := t.query(`SELECT id, name FROM hierarchy_levels WHERE environment_id = ? ORDER BY position`, env)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []levelRow
-	for rows.Next() {
+	return queryAll(t, func(rows *sql.Rows) (levelRow, error) {
 		var l levelRow
-		if err := rows.Scan(&l.id, &l.name); err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+		err := rows.Scan(&l.id, &l.name)
+		return l, err
+	}, `SELECT id, name FROM hierarchy_levels WHERE environment_id = ? ORDER BY position`, env)
 }
 
 // resolveComponents finds components by id or name. An unknown one is
@@ -222,10 +187,7 @@ func (s *Store) UpdateEnvironment(ctx context.Context, author string, id int64, 
 			return err
 		}
 	}
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockEnv(id); err != nil {
-			return err
-		}
+	return s.writeEnv(ctx, id, func(t *txn) error {
 		if u.Components != nil {
 			comps, err := t.resolveComponents(*u.Components)
 			if err != nil {
@@ -245,11 +207,7 @@ func (s *Store) UpdateEnvironment(ctx context.Context, author string, id int64, 
 				return err
 			}
 		}
-		env, err := t.environment(id)
-		if err != nil {
-			return err
-		}
-		return s.emitEnvironment(t, eventUpdated, author, env)
+		return s.emitEnvironmentUpdated(t, author, id)
 	})
 }
 
@@ -356,24 +314,18 @@ type docPath struct {
 
 // levelPaths runs a query for documents' id and level_path.
 func (t *txn) levelPaths(query string, args ...any) ([]docPath, error) {
-	rows, err := t.query(query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []docPath
-	for rows.Next() {
+	return queryAll(t, func(rows *sql.Rows) (docPath, error) {
 		var d docPath
 		var path string
 		if err := rows.Scan(&d.id, &path); err != nil {
-			return nil, err
+			return d, err
 		}
+		var err error
 		if d.pairs, err = parseLevelPath(path); err != nil {
-			return nil, fmt.Errorf("document %d: %w", d.id, err)
+			return d, fmt.Errorf("document %d: %w", d.id, err)
 		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+		return d, nil
+	}, query, args...)
 }
 
 // dropOrphanValues deletes the level values among candidates that no
@@ -415,21 +367,8 @@ func (t *txn) deleteDefinitions(ids []int64) error {
 		args[i] = id
 	}
 	in := placeholders(len(ids))
-	rows, err := t.query(`SELECT DISTINCT environment_id FROM documents WHERE resource_definition_id IN (`+in+`) ORDER BY environment_id`, args...)
+	envs, err := t.ids(`SELECT DISTINCT environment_id FROM documents WHERE resource_definition_id IN (`+in+`) ORDER BY environment_id`, args...)
 	if err != nil {
-		return err
-	}
-	var envs []int64
-	for rows.Next() {
-		var env int64
-		if err := rows.Scan(&env); err != nil {
-			rows.Close()
-			return err
-		}
-		envs = append(envs, env)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	orphans := map[int64]map[levelValue]bool{}
@@ -479,10 +418,7 @@ func parseLevelPath(path string) ([]levelValue, error) {
 
 // DeleteEnvironment deletes an environment with everything stored in it.
 func (s *Store) DeleteEnvironment(ctx context.Context, author string, id int64) error {
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockEnv(id); err != nil {
-			return err
-		}
+	return s.writeEnv(ctx, id, func(t *txn) error {
 		env, err := t.environment(id)
 		if err != nil {
 			return err
@@ -523,21 +459,13 @@ func (s *Store) ListLevels(ctx context.Context, env int64) ([]Level, error) {
 }
 
 func (t *txn) levelValues(level int64) ([]string, error) {
-	rows, err := t.query(`SELECT value FROM level_values WHERE level_id = ?`, level)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	values := []string{}
-	for rows.Next() {
+	values, err := queryAll(t, func(rows *sql.Rows) (string, error) {
 		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		values = append(values, v)
-	}
+		err := rows.Scan(&v)
+		return v, err
+	}, `SELECT value FROM level_values WHERE level_id = ?`, level)
 	sort.Strings(values)
-	return values, rows.Err()
+	return values, err
 }
 
 // GetLevel returns one level, by name or by id (all digits).
@@ -550,7 +478,7 @@ func (s *Store) GetLevel(ctx context.Context, env int64, level string) (Level, e
 }
 
 func findLevel(env int64, levels []Level, level string) (Level, error) {
-	id, byID := parseID(level)
+	id, byID := ParseID(level)
 	for _, l := range levels {
 		if (byID && l.ID == id) || (!byID && l.Name == level) {
 			return l, nil
@@ -559,8 +487,9 @@ func findLevel(env int64, levels []Level, level string) (Level, error) {
 	return Level{}, errorf(NotFound, "hierarchy level %q not found in environment %d", level, env)
 }
 
-// parseID reads an identifier that is all digits.
-func parseID(s string) (int64, bool) {
+// ParseID reads an identifier as the API's paths and parameters give it: all
+// digits, so that a name such as "1e3" or "+1" is never taken for an id.
+func ParseID(s string) (int64, bool) {
 	if s == "" {
 		return 0, false
 	}
@@ -578,15 +507,12 @@ func (s *Store) RenameLevel(ctx context.Context, author string, env int64, level
 	if name == "" {
 		return invalidField("name", "name may not be empty")
 	}
-	return s.write(ctx, func(t *txn) error {
-		if err := t.lockEnv(env); err != nil {
-			return err
-		}
+	return s.writeEnv(ctx, env, func(t *txn) error {
 		rows, err := t.levels(env)
 		if err != nil {
 			return err
 		}
-		id, byID := parseID(level)
+		id, byID := ParseID(level)
 		var target *levelRow
 		for i, l := range rows {
 			if (byID && l.id == id) || (!byID && l.name == level) {
@@ -607,10 +533,6 @@ func (s *Store) RenameLevel(ctx context.Context, author string, env int64, level
 		if _, err := t.exec(`UPDATE hierarchy_levels SET name = ? WHERE id = ?`, name, target.id); err != nil {
 			return err
 		}
-		e, err := t.environment(env)
-		if err != nil {
-			return err
-		}
-		return s.emitEnvironment(t, eventUpdated, author, e)
+		return s.emitEnvironmentUpdated(t, author, env)
 	})
 }

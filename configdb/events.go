@@ -50,34 +50,36 @@ type ComponentEvent struct {
 
 func (s *Store) emitValues(t *txn, ev ValuesEvent, levels []topics.LevelValue) error {
 	topic, err := s.opts.Topics.Values(strconv.FormatInt(ev.EnvironmentID, 10), ev.Resource, string(ev.Kind), levels)
-	if err != nil {
-		return topicError(err)
-	}
-	payload, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	return t.emit(topic, payload)
+	return emitJSON(t, topic, err, ev)
 }
 
 func (s *Store) emitEnvironment(t *txn, event, author string, env Environment) error {
 	topic, err := s.opts.Topics.Environment(strconv.FormatInt(env.ID, 10), event)
-	if err != nil {
-		return topicError(err)
-	}
-	payload, err := json.Marshal(EnvironmentEvent{EnvironmentID: env.ID, Event: event, Author: author, Environment: env})
-	if err != nil {
-		return err
-	}
-	return t.emit(topic, payload)
+	return emitJSON(t, topic, err, EnvironmentEvent{EnvironmentID: env.ID, Event: event, Author: author, Environment: env})
 }
 
 func (s *Store) emitComponent(t *txn, event, author string, c Component) error {
 	topic, err := s.opts.Topics.Component(strconv.FormatInt(c.ID, 10), event)
+	return emitJSON(t, topic, err, ComponentEvent{ComponentID: c.ID, Event: event, Author: author, Component: c})
+}
+
+// emitEnvironmentUpdated emits the update of environment id, in its state
+// as the transaction leaves it.
+func (s *Store) emitEnvironmentUpdated(t *txn, author string, id int64) error {
+	env, err := t.environment(id)
 	if err != nil {
-		return topicError(err)
+		return err
 	}
-	payload, err := json.Marshal(ComponentEvent{ComponentID: c.ID, Event: event, Author: author, Component: c})
+	return s.emitEnvironment(t, eventUpdated, author, env)
+}
+
+// emitJSON records ev, encoded, in the outbox under topic; topicErr is the
+// error of building topic, if any, for the caller to pass straight on.
+func emitJSON(t *txn, topic string, topicErr error, ev any) error {
+	if topicErr != nil {
+		return topicError(topicErr)
+	}
+	payload, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}

@@ -273,6 +273,35 @@ func (t *txn) queryRow(query string, args ...any) *sql.Row {
 	return t.tx.QueryRowContext(t.ctx, t.d.q(query), args...)
 }
 
+// queryAll runs a query and returns what scan makes of each row, an empty
+// list (not nil) when there are none: lists reach the API as [], not null.
+// The rows are closed before it returns, so the caller may query again.
+func queryAll[T any](t *txn, scan func(*sql.Rows) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := t.query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// ids runs a query for one integer column.
+func (t *txn) ids(query string, args ...any) ([]int64, error) {
+	return queryAll(t, func(rows *sql.Rows) (int64, error) {
+		var id int64
+		err := rows.Scan(&id)
+		return id, err
+	}, query, args...)
+}
+
 // write runs fn in a read-write transaction and commits it when fn returns
 // nil. For SQLite the transaction holds the write lock from its start.
 func (s *Store) write(ctx context.Context, fn func(*txn) error) error {

@@ -141,10 +141,5 @@ func (q *request) history(d docRoute) {
 		q.fail(invalid("kind", "kind must be values or overrides"))
 		return
 	}
-	h, err := q.h.store.History(q.r.Context(), d.addr, kind)
-	if err != nil {
-		q.fail(err)
-		return
-	}
-	writeJSON(q.w, http.StatusOK, h)
+	q.ok(q.h.store.History(q.r.Context(), d.addr, kind))
 }

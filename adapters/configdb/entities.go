@@ -19,12 +19,7 @@ func collection[L, T any](q *request, list func(context.Context) (L, error),
 	create func(ctx context.Context, author string, o jsonObject) (string, T, error)) {
 	ctx := q.r.Context()
 	if q.r.Method != http.MethodPost {
-		v, err := list(ctx)
-		if err != nil {
-			q.fail(err)
-			return
-		}
-		writeJSON(q.w, http.StatusOK, v)
+		q.ok(list(ctx))
 		return
 	}
 	o, ok := q.object()
@@ -48,12 +43,7 @@ func item[T any](q *request, get func(context.Context) (T, error),
 	ctx := q.r.Context()
 	switch q.r.Method {
 	case http.MethodGet, http.MethodHead:
-		v, err := get(ctx)
-		if err != nil {
-			q.fail(err)
-			return
-		}
-		writeJSON(q.w, http.StatusOK, v)
+		q.ok(get(ctx))
 		return
 	case http.MethodDelete:
 		if err := del(ctx, q.ctxAuthor()); err != nil {
@@ -71,6 +61,17 @@ func item[T any](q *request, get func(context.Context) (T, error),
 		}
 	}
 	q.noContent("")
+}
+
+// optional sets *dst to the value of field when the body has it, for the
+// updates that change only the fields given; get is a jsonObject reader.
+func optional[T any](dst **T, get func(field string, required bool) (T, bool, error), field string) error {
+	v, present, err := get(field, false)
+	if err != nil || !present {
+		return err
+	}
+	*dst = &v
+	return nil
 }
 
 // components serves /components: GET lists, POST creates with inline
@@ -119,12 +120,8 @@ func (q *request) component(id int64) {
 		func(ctx context.Context, author string) error { return store.DeleteComponent(ctx, author, id) },
 		func(ctx context.Context, author string, o jsonObject) error {
 			var u configdb.ComponentUpdate
-			name, present, err := o.str("name", false)
-			if err != nil {
+			if err := optional(&u.Name, o.str, "name"); err != nil {
 				return err
-			}
-			if present {
-				u.Name = &name
 			}
 			defs, present, err := o.objects("resource_definitions")
 			if err != nil {
@@ -154,7 +151,7 @@ func (q *request) resourceDefinitions() {
 		if vals, ok := q.r.URL.Query()["component_id"]; ok {
 			f.ByComponent = true
 			if v := vals[0]; v != "" {
-				id, ok := pathID(v)
+				id, ok := configdb.ParseID(v)
 				if !ok {
 					return nil, invalid("component_id", "component_id must be an integer, or empty for definitions without a component")
 				}
@@ -197,13 +194,10 @@ func (q *request) resourceDefinition(id int64) {
 		func(ctx context.Context, author string) error { return store.DeleteResourceDefinition(ctx, author, id) },
 		func(ctx context.Context, author string, o jsonObject) error {
 			var u configdb.ResourceDefinitionUpdate
-			name, present, err := o.str("name", false)
-			if err != nil {
+			if err := optional(&u.Name, o.str, "name"); err != nil {
 				return err
 			}
-			if present {
-				u.Name = &name
-			}
+			var err error
 			if u.ComponentID, u.SetComponent, err = o.id("component_id", true); err != nil {
 				return err
 			}
@@ -265,19 +259,11 @@ func (q *request) environment(id int64) {
 		func(ctx context.Context, author string) error { return store.DeleteEnvironment(ctx, author, id) },
 		func(ctx context.Context, author string, o jsonObject) error {
 			var u configdb.EnvironmentUpdate
-			refs, present, err := o.refs("components", false)
-			if err != nil {
+			if err := optional(&u.Components, o.refs, "components"); err != nil {
 				return err
 			}
-			if present {
-				u.Components = &refs
-			}
-			levels, present, err := o.strings("hierarchy_levels", false)
-			if err != nil {
+			if err := optional(&u.HierarchyLevels, o.strings, "hierarchy_levels"); err != nil {
 				return err
-			}
-			if present {
-				u.HierarchyLevels = &levels
 			}
 			return store.UpdateEnvironment(ctx, author, id, u)
 		})
@@ -285,12 +271,7 @@ func (q *request) environment(id int64) {
 
 // levels serves /environments/<id>/hierarchy_levels.
 func (q *request) levels(env int64) {
-	list, err := q.h.store.ListLevels(q.r.Context(), env)
-	if err != nil {
-		q.fail(err)
-		return
-	}
-	writeJSON(q.w, http.StatusOK, list)
+	q.ok(q.h.store.ListLevels(q.r.Context(), env))
 }
 
 // level serves /environments/<id>/hierarchy_levels/<id or name>: GET, and PUT
@@ -298,12 +279,7 @@ func (q *request) levels(env int64) {
 func (q *request) level(env int64, level string) {
 	ctx := q.r.Context()
 	if q.r.Method == http.MethodGet || q.r.Method == http.MethodHead {
-		l, err := q.h.store.GetLevel(ctx, env, level)
-		if err != nil {
-			q.fail(err)
-			return
-		}
-		writeJSON(q.w, http.StatusOK, l)
+		q.ok(q.h.store.GetLevel(ctx, env, level))
 		return
 	}
 	o, ok := q.object()

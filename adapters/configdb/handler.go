@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/configdb"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
@@ -25,19 +25,14 @@ import (
 // BasePath is where the API is served, as in Fuel's service catalog.
 const BasePath = "/api/v1/config"
 
-// Options carries what the handler needs besides its config section.
+// Options carries what the handler needs besides its config section: what
+// the bridge hands every adapter (intake.Options), and ConfigDB's own. The
+// Tokens are http.tokens: when configdb.auth configures nothing and they are
+// set, they are required, and each may write; when both are empty the API is
+// open (the bridge allows that on loopback only). Now is also the clock of
+// versions and events.
 type Options struct {
-	Publisher bus.Publisher
-	// Logger is the adapter's child logger (log.With().Str("adapter", "configdb")).
-	Logger zerolog.Logger
-	// Tokens are http.tokens. When configdb.auth configures nothing and
-	// these are set, they are required, and each may write; when both are
-	// empty the API is open (the bridge allows that on loopback only).
-	Tokens *httpserver.Tokens
-	// Registerer receives the metrics; nil means none.
-	Registerer prometheus.Registerer
-	// Now is the clock of versions and events; nil means time.Now.
-	Now func() time.Time
+	intake.Options
 	// DataDir holds the SQLite file when Config.DSN is empty.
 	DataDir string
 	// TokenChecker replaces the Keystone checker built from the config.
@@ -254,6 +249,15 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// ok answers v with 200, or err as fail does: a store read's two results.
+func (q *request) ok(v any, err error) {
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	writeJSON(q.w, http.StatusOK, v)
 }
 
 // fail answers an error from the store: its kind's status for the caller's

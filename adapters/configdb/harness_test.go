@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/configdb"
 	"github.com/opsfirehose/firehose/httpserver"
@@ -56,7 +57,7 @@ func startServer(t *testing.T, dsn string, so serverOptions) *server {
 	if so.publisher != nil {
 		pub = so.publisher(b)
 	}
-	h, err := Open(context.Background(), cfg, Options{Publisher: pub, Logger: zerolog.Nop(), TokenChecker: so.tokens, Tokens: so.shared, Now: so.now})
+	h, err := Open(context.Background(), cfg, Options{Options: intake.Options{Publisher: pub, Logger: zerolog.Nop(), Tokens: so.shared, Now: so.now}, TokenChecker: so.tokens})
 	if err != nil {
 		t.Fatal(err)
 	}

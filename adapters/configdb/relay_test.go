@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testkit"
@@ -94,7 +95,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 
 		flaky := &flakyPublisher{Publisher: b}
 		flaky.failing.Store(true)
-		h1, err := Open(context.Background(), cfg, Options{Publisher: flaky, Logger: zerolog.Nop()})
+		h1, err := Open(context.Background(), cfg, Options{Options: intake.Options{Publisher: flaky, Logger: zerolog.Nop()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +116,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 		}
 		b.Barrier(t, ch, "configdb/barrier")
 
-		h2, err := Open(context.Background(), cfg, Options{Publisher: b, Logger: zerolog.Nop()})
+		h2, err := Open(context.Background(), cfg, Options{Options: intake.Options{Publisher: b, Logger: zerolog.Nop()}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package configdb
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/opsfirehose/firehose/configdb"
@@ -33,7 +32,7 @@ func parseDocumentRoute(rest string) (d docRoute, ok bool) {
 	if len(segs) < 5 || segs[0] != "environments" {
 		return d, false
 	}
-	env, isID := pathID(segs[1])
+	env, isID := configdb.ParseID(segs[1])
 	if !isID {
 		return d, false
 	}
@@ -71,7 +70,7 @@ func parseValuelessLevel(rest string) (a configdb.Address, name string, ok bool)
 	if len(segs) < 6 || segs[0] != "environments" {
 		return a, "", false
 	}
-	env, isID := pathID(segs[1])
+	env, isID := configdb.ParseID(segs[1])
 	if !isID {
 		return a, "", false
 	}
@@ -170,76 +169,53 @@ func routeSuffix(segs []string) (what, op string, ok bool) {
 	return "", "", false
 }
 
-// pathID parses an id segment: digits only.
-func pathID(seg string) (int64, bool) {
-	if seg == "" {
-		return 0, false
-	}
-	for _, c := range seg {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	id, err := strconv.ParseInt(seg, 10, 64)
-	return id, err == nil
+// entityRoutes serves the entity collections: /<name> (GET lists, POST
+// creates) and /<name>/<id> (GET, PUT or PATCH updates, DELETE).
+var entityRoutes = map[string]struct {
+	collection func(*request)
+	item       func(*request, int64)
+}{
+	"components":           {(*request).components, (*request).component},
+	"resource_definitions": {(*request).resourceDefinitions, (*request).resourceDefinition},
+	"environments":         {(*request).environments, (*request).environment},
 }
 
 // route dispatches on the path after /api/v1/config/.
 func (q *request) route() {
 	segs := strings.Split(q.rest, "/")
+	if e, ok := entityRoutes[segs[0]]; ok {
+		switch len(segs) {
+		case 1:
+			if q.methods(http.MethodGet, http.MethodPost) {
+				e.collection(q)
+			}
+			return
+		case 2:
+			if id, ok := configdb.ParseID(segs[1]); ok {
+				if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
+					e.item(q, id)
+				}
+				return
+			}
+		}
+	}
 	switch {
-	case len(segs) == 1 && segs[0] == "components":
-		if q.methods(http.MethodGet, http.MethodPost) {
-			q.components()
-		}
-		return
-	case len(segs) == 2 && segs[0] == "components":
-		if id, ok := pathID(segs[1]); ok {
-			if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
-				q.component(id)
-			}
-			return
-		}
-	case len(segs) == 1 && segs[0] == "resource_definitions":
-		if q.methods(http.MethodGet, http.MethodPost) {
-			q.resourceDefinitions()
-		}
-		return
-	case len(segs) == 2 && segs[0] == "resource_definitions":
-		if id, ok := pathID(segs[1]); ok {
-			if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
-				q.resourceDefinition(id)
-			}
-			return
-		}
 	case len(segs) == 4 && segs[0] == "resource_definitions" && segs[2] == "keys":
-		if id, ok := pathID(segs[1]); ok {
+		if id, ok := configdb.ParseID(segs[1]); ok {
 			if q.methods(http.MethodPut, http.MethodPatch) {
 				q.resourceDefinitionKeys(id, segs[3])
 			}
 			return
 		}
-	case len(segs) == 1 && segs[0] == "environments":
-		if q.methods(http.MethodGet, http.MethodPost) {
-			q.environments()
-		}
-		return
-	case len(segs) == 2 && segs[0] == "environments":
-		if id, ok := pathID(segs[1]); ok {
-			if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete) {
-				q.environment(id)
-			}
-			return
-		}
 	case len(segs) == 3 && segs[0] == "environments" && segs[2] == "hierarchy_levels":
-		if id, ok := pathID(segs[1]); ok {
+		if id, ok := configdb.ParseID(segs[1]); ok {
 			if q.methods(http.MethodGet) {
 				q.levels(id)
 			}
 			return
 		}
 	case len(segs) == 4 && segs[0] == "environments" && segs[2] == "hierarchy_levels":
-		id, ok := pathID(segs[1])
+		id, ok := configdb.ParseID(segs[1])
 		level, err := url.PathUnescape(segs[3])
 		if ok && err == nil && level != "" {
 			if q.methods(http.MethodGet, http.MethodPut, http.MethodPatch) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testkit"
@@ -33,8 +34,11 @@ func TestWiredLikeTheBridge(t *testing.T) {
 	}
 	dataDir := t.TempDir()
 	h, err := Open(context.Background(), DefaultConfig(), Options{
-		Publisher: b, Logger: zerolog.Nop().With().Str("adapter", "configdb").Logger(),
-		Tokens: srv.Tokens(), Registerer: reg, DataDir: dataDir,
+		Options: intake.Options{
+			Publisher: b, Logger: zerolog.Nop().With().Str("adapter", "configdb").Logger(),
+			Tokens: srv.Tokens(), Registerer: reg,
+		},
+		DataDir: dataDir,
 	})
 	if err != nil {
 		t.Fatal(err)

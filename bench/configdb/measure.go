@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	api "github.com/opsfirehose/firehose/adapters/configdb"
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/configdb"
 	"github.com/opsfirehose/firehose/internal/bytesize"
@@ -63,7 +64,7 @@ func measureOne(ctx context.Context, p params, backend, shapeName string, progre
 	cfg.DSN = dsn
 	cfg.CacheSize = bytesize.Size(p.CacheSize)
 	cfg.MaxBody = 64 * bytesize.MiB
-	h, err := api.Open(ctx, cfg, api.Options{Publisher: discard{}, Logger: zerolog.Nop()})
+	h, err := api.Open(ctx, cfg, api.Options{Options: intake.Options{Publisher: discard{}, Logger: zerolog.Nop()}})
 	if err != nil {
 		return res, err
 	}

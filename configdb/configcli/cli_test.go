@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	api "github.com/opsfirehose/firehose/adapters/configdb"
+	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/internal/dbtest"
 	"github.com/opsfirehose/firehose/internal/testbus"
 )
@@ -29,7 +30,7 @@ func startAPI(t *testing.T, dsn string, cfgs ...func(*api.Config)) string {
 	for _, f := range cfgs {
 		f(&cfg)
 	}
-	h, err := api.Open(context.Background(), cfg, api.Options{Publisher: testbus.Start(t), Logger: zerolog.Nop()})
+	h, err := api.Open(context.Background(), cfg, api.Options{Options: intake.Options{Publisher: testbus.Start(t), Logger: zerolog.Nop()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestCredentialsAndErrors(t *testing.T) {
 func TestFirstSetIsNoRefusal(t *testing.T) {
 	cfg := api.DefaultConfig()
 	cfg.DSN = dbtest.SQLite(t)
-	h, err := api.Open(context.Background(), cfg, api.Options{Publisher: testbus.Start(t), Logger: zerolog.Nop()})
+	h, err := api.Open(context.Background(), cfg, api.Options{Options: intake.Options{Publisher: testbus.Start(t), Logger: zerolog.Nop()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,42 +232,29 @@ func parseValue(data []byte, format string, stderr io.Writer) (any, error) {
 		if dec.Decode(&extra) == nil && stderr != nil {
 			fmt.Fprintln(stderr, "warning: the YAML stream holds more than one document; only the first is used")
 		}
-		return jsonable(v)
+		return jsonable(v), nil
 	}
 	return nil, fmt.Errorf("unknown format %q: use json or yaml", format)
 }
 
-// jsonable turns YAML's decoded values into JSON's.
-func jsonable(v any) (any, error) {
+// jsonable turns YAML's decoded values into JSON's: maps with keys of any
+// type become maps with string keys. It cannot fail.
+func jsonable(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, item := range t {
-			j, err := jsonable(item)
-			if err != nil {
-				return nil, err
-			}
-			t[k] = j
+			t[k] = jsonable(item)
 		}
-		return t, nil
 	case map[any]any:
 		m := make(map[string]any, len(t))
 		for k, item := range t {
-			j, err := jsonable(item)
-			if err != nil {
-				return nil, err
-			}
-			m[fmt.Sprint(k)] = j
+			m[fmt.Sprint(k)] = jsonable(item)
 		}
-		return m, nil
+		return m
 	case []any:
 		for i, item := range t {
-			j, err := jsonable(item)
-			if err != nil {
-				return nil, err
-			}
-			t[i] = j
+			t[i] = jsonable(item)
 		}
-		return t, nil
 	}
-	return v, nil
+	return v
 }

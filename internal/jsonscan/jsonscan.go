@@ -175,18 +175,20 @@ func plain(b []byte) bool {
 //		}
 //	}
 type Iter struct {
-	b      []byte
-	i      int
-	close  byte
-	depth  int
-	n      int
-	key    []byte
-	keyOff int
-	val    []byte
-	valOff int
-	end    int
-	err    error
-	done   bool
+	b     []byte
+	i     int
+	close byte
+	depth int
+	n     int
+	// The current member's key and value as offsets into b, not slices:
+	// Step and SkipValue then store no pointers, which would each cost a
+	// write barrier while the garbage collector runs.
+	keyOff, keyEnd int // keyEnd 0: no key
+	valOff, valEnd int
+	hasVal         bool
+	end            int
+	err            error
+	done           bool
 	// pending: Step has read a key, the value is not read yet.
 	pending bool
 	// valid: the input is known to be valid JSON, so values are skipped
@@ -283,7 +285,7 @@ func (it *Iter) Step() bool {
 			it.err, it.done = err, true
 			return false
 		}
-		it.key, it.keyOff = b[i+1:end-1], i
+		it.keyOff, it.keyEnd = i, end
 		i = skipSpace(b, end)
 		if i == len(b) || b[i] != ':' {
 			it.fail(i, "expected ':' after an object key")
@@ -295,7 +297,7 @@ func (it *Iter) Step() bool {
 		it.fail(i, "unexpected end of input")
 		return false
 	}
-	it.i, it.valOff, it.val = i, i, nil
+	it.i, it.valOff, it.hasVal = i, i, false
 	it.n++
 	it.pending = true
 	return true
@@ -309,7 +311,7 @@ func (it *Iter) SkipValue() bool {
 	it.pending = false
 	if it.valid {
 		end := skipValid(it.b, it.i)
-		it.val, it.i = it.b[it.i:end], end
+		it.valEnd, it.hasVal, it.i = end, true, end
 		return true
 	}
 	end, err := skipValue(it.b, it.i, it.depth)
@@ -317,14 +319,14 @@ func (it *Iter) SkipValue() bool {
 		it.err, it.done = err, true
 		return false
 	}
-	it.val, it.i = it.b[it.i:end], end
+	it.valEnd, it.hasVal, it.i = end, true, end
 	return true
 }
 
 // ValueKind is the kind of the value Step stopped before (see Kind).
 func (it *Iter) ValueKind() byte {
 	if !it.pending {
-		return Kind(it.val)
+		return Kind(it.Value())
 	}
 	return Kind(it.b[it.i:])
 }
@@ -366,17 +368,27 @@ func (it *Iter) Leave(child *Iter) {
 		return
 	}
 	end := it.i + child.end
-	it.val, it.i = it.b[it.i:end], end
+	it.valEnd, it.hasVal, it.i = end, true, end
 }
 
 // Key is the current member's key as it is written, without the quotes:
 // decode it with Key or compare it with KeyIs. It is nil for array elements.
-func (it *Iter) Key() []byte { return it.key }
+func (it *Iter) Key() []byte {
+	if it.keyEnd == 0 {
+		return nil
+	}
+	return it.b[it.keyOff+1 : it.keyEnd-1]
+}
 
 // Value is the current member's value or the current element, exactly as
 // written, without surrounding whitespace. It is nil between Step and the
 // reading of the value.
-func (it *Iter) Value() []byte { return it.val }
+func (it *Iter) Value() []byte {
+	if !it.hasVal {
+		return nil
+	}
+	return it.b[it.valOff:it.valEnd]
+}
 
 // Offset is where the current value starts in the slice the Iter was made from.
 func (it *Iter) Offset() int { return it.valOff }
@@ -561,9 +573,11 @@ func skipValue(b []byte, i, depth int) (int, error) {
 }
 
 // skipValid returns the offset just past the value starting at b[i], for
-// input known to be valid: strings by skipString's word-at-a-time loop,
-// containers by counting brackets outside strings, scalars up to the next
-// delimiter. It never reads past len(b).
+// input known to be valid: strings by their closing quote alone
+// (skipValidString), containers by counting brackets outside strings, scalars
+// up to the next delimiter. Nothing is checked, which is what makes walking
+// stored documents cheap; on invalid input the offset is unspecified but
+// never past len(b).
 func skipValid(b []byte, i int) int {
 	switch b[i] {
 	case '"':
@@ -596,14 +610,21 @@ func skipValid(b []byte, i int) int {
 	return i
 }
 
-// skipValidString is skipString for a string known to be valid, or len(b)
-// for one that is not terminated.
+// skipValidString returns the offset just past the string starting at
+// b[i] == '"', for a string known to be valid, or len(b) for one that is not
+// terminated. Escapes and control characters are not checked: a backslash
+// skips the byte after it, and the first other quote ends the string. A byte
+// loop, since most strings in stored documents are a few bytes long.
 func skipValidString(b []byte, i int) int {
-	end, err := skipString(b, i)
-	if err != nil {
-		return len(b)
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i + 1
+		case '\\':
+			i++
+		}
 	}
-	return end
+	return len(b)
 }
 
 func skipContainer(b []byte, i, depth int) (int, error) {
