@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testsubunit"
@@ -57,7 +58,15 @@ func peakRSSGrowth(t *testing.T, fn func()) int64 {
 // than 256 MiB (before: about 12 times the stream, 1.5 GB). A 128 MiB stream
 // of tests that finish is read whole, in bounded memory too.
 func TestSubunitStreamInBoundedMemory(t *testing.T) {
-	b := startBridge(t, testConfig(t))
+	cfg := testConfig(t)
+	// Reading and parsing 128 MiB under -race on a busy 2-core machine has
+	// taken over a minute, past the default http.read_timeout and
+	// write_timeout: the bridge then could not answer and closed the
+	// connection mid-body, and the client saw its upload reset. How fast a
+	// stream is read is not what this test measures, so both bounds are
+	// set far past any run.
+	cfg.HTTP.ReadTimeout, cfg.HTTP.WriteTimeout = 10*time.Minute, 10*time.Minute
+	b := startBridge(t, cfg)
 	url := "http://" + b.HTTPAddr() + "/subunit/v1/events?worker=w&project=openstack/nova&change=1&build_uuid=u&source_url=s"
 	post := func(each func([]byte, string) []byte) (int, string) {
 		stream := &testsubunit.Stream{Size: 128 << 20, Prefix: "tempest.api.compute.servers.test_servers.ServersTest.test_" +

@@ -458,8 +458,12 @@ func TestExternalModeRetriesARefusedSubscriptionAndReadyzSaysSo(t *testing.T) {
 	if err := ext.AddHook(gate, nil); err != nil {
 		t.Fatal(err)
 	}
-	addr := testkit.FreePort(t)
-	if err := ext.AddListener(listeners.NewTCP(listeners.Config{ID: "tcp", Address: addr})); err != nil {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a port of its own, not one that was free a moment ago
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ext.AddListener(listeners.NewNet("tcp", ln)); err != nil {
 		t.Fatal(err)
 	}
 	if err := ext.Serve(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -308,4 +310,31 @@ func get(t *testing.T, u string) (int, string) {
 		}
 	}
 	return resp.StatusCode, sb.String()
+}
+
+// A snapshot holds every message published before it was asked for: the
+// page refreshes a view when its stream shows a message, and the stream
+// and the aggregator are separate subscribers, so a snapshot taken before
+// the aggregator caught up would leave the view without that message until
+// the next one. A burst the aggregator cannot have applied by the time the
+// request arrives shows it.
+func TestASnapshotHoldsWhatWasPublishedBeforeIt(t *testing.T) {
+	b, base := bridgeWith(t, nil)
+	const n = 4000 // below the aggregator's queue, so none is dropped
+	var last string
+	for i := range n {
+		last = fmt.Sprintf("gerrit/openstack/repo-%d/comment-added", i)
+		if err := b.Publisher().Publish(context.Background(), bus.Message{Topic: last, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var snap dashboard.ChangesSnapshot
+	getJSON(t, base+"/api/v1/changes", &snap)
+	if len(snap.Changes) == 0 || snap.Changes[0].Topic != last {
+		newest := "none"
+		if len(snap.Changes) > 0 {
+			newest = snap.Changes[0].Topic
+		}
+		t.Fatalf("the newest change is %s, want %s, published before the request", newest, last)
+	}
 }

@@ -96,11 +96,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	failedPosted := runPlaybook(t, base)
 	shownWithin(t, tabs["ansible"], "the failed task with its message", failedPosted,
 		`.failed-task[data-failed-task="dash-web-03|validate nginx config"]`)
-	tctx, cancel := context.WithTimeout(tabs["ansible"], testkit.WaitTimeout)
-	defer cancel()
-	msg, err := chromedp.Run(tctx, chromedp.Text(`.failed-task[data-failed-task="dash-web-03|validate nginx config"] .msg`))
-	if err != nil || !strings.Contains(msg, `unknown directive "servr_name"`) {
-		t.Errorf("the failed task's message: %q, %v", msg, err)
+	// Read in one evaluation: the view redraws its rows on every refresh, so
+	// a node found by one call (chromedp.Text) may be gone by the next.
+	var msg string
+	testkit.Eventually(t, func() bool {
+		tctx, cancel := context.WithTimeout(tabs["ansible"], testkit.WaitTimeout)
+		defer cancel()
+		var err error
+		msg, err = chromedp.Run(tctx, chromedp.Evaluate[string](
+			`document.querySelector('.failed-task[data-failed-task="dash-web-03|validate nginx config"] .msg')?.textContent ?? ""`))
+		return err == nil && msg != ""
+	}, "the failed task's message")
+	if !strings.Contains(msg, `unknown directive "servr_name"`) {
+		t.Errorf("the failed task's message: %q", msg)
 	}
 	shownWithin(t, tabs["stream"], "the failed task's message", failedPosted, `.msg-row[data-topic$="/task/dash-web-03/FAILED"]`)
 	run(t, tabs["ansible"], "the play's final status", chromedp.WaitVisible(`.play[data-status="FAILED"] tr[data-host="dash-web-03"]`))

@@ -101,6 +101,9 @@ type item struct {
 	topic    string
 	payload  []byte
 	received time.Time
+	// settled, when set, makes the item a marker, not a message: the
+	// aggregator closes it once it has applied every item before it.
+	settled chan struct{}
 }
 
 // New validates cfg and prepares the dashboard. Nothing is subscribed until Start.
@@ -225,8 +228,40 @@ func (d *Dashboard) aggregate() {
 		case <-d.ctx.Done():
 			return
 		case it := <-d.in:
+			if it.settled != nil {
+				close(it.settled)
+				continue
+			}
 			d.apply(it)
 		}
+	}
+}
+
+// settle waits, until ctx is done, for the aggregator to apply every
+// message it was handed before the call. A view refreshes its snapshot when
+// its stream shows a message; the stream and the aggregator are separate
+// subscribers, so without this wait the snapshot could be taken before the
+// aggregator applied that message, and the view would show it only with the
+// next one (seen on a busy machine: a Gerrit comment never appeared).
+func (d *Dashboard) settle(ctx context.Context) {
+	d.mu.Lock()
+	started := d.started
+	d.mu.Unlock()
+	if !started {
+		return
+	}
+	settled := make(chan struct{})
+	select {
+	case d.in <- item{settled: settled}:
+	case <-ctx.Done():
+		return
+	case <-d.ctx.Done():
+		return
+	}
+	select {
+	case <-settled:
+	case <-ctx.Done():
+	case <-d.ctx.Done():
 	}
 }
 

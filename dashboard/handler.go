@@ -68,6 +68,7 @@ func (d *Dashboard) fleetHandler(w http.ResponseWriter, r *http.Request) {
 	if !d.available(w) {
 		return
 	}
+	d.settle(r.Context())
 	q := r.URL.Query()
 	fq := FleetQuery{Org: q.Get("org"), PolicyGroup: q.Get("policy_group"), Status: q.Get("status"), Search: q.Get("q"), Limit: 200}
 	var ok bool
@@ -97,6 +98,7 @@ func (d *Dashboard) ansibleHandler(w http.ResponseWriter, r *http.Request) {
 	if !d.available(w) {
 		return
 	}
+	d.settle(r.Context())
 	limit, ok := intParam(w, r.URL.Query().Get("limit"), "limit", 20, maxPlays)
 	if !ok {
 		return
@@ -104,10 +106,11 @@ func (d *Dashboard) ansibleHandler(w http.ResponseWriter, r *http.Request) {
 	httpserver.WriteJSON(w, http.StatusOK, d.plays.snapshot(limit))
 }
 
-func (d *Dashboard) changesHandler(w http.ResponseWriter, _ *http.Request) {
+func (d *Dashboard) changesHandler(w http.ResponseWriter, r *http.Request) {
 	if !d.available(w) {
 		return
 	}
+	d.settle(r.Context())
 	httpserver.WriteJSON(w, http.StatusOK, d.changes.snapshot())
 }
 

@@ -456,6 +456,12 @@ func (r *Router) replay(rt *route) {
 				rt.log.Error().Err(err).Msg("cannot read the outbox")
 				break
 			}
+			if len(entries) == 0 {
+				// Len counts a later append that finished before an
+				// earlier one, which Peek holds back until the earlier
+				// one is written: wait for its wake.
+				break
+			}
 			if d.started.IsZero() {
 				d.started, d.oldest = r.now(), entries[0].EnqueuedAt
 			}

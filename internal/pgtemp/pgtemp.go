@@ -12,7 +12,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
+
+	"github.com/opsfirehose/firehose/internal/freeport"
 )
 
 // ErrNotInstalled is returned by Start when no PostgreSQL server binaries
@@ -37,6 +38,8 @@ type Cluster struct {
 	done  chan struct{}
 	admin *sql.DB
 	log   *bytes.Buffer
+	// releasePort gives back the port reserved for the server.
+	releasePort func()
 }
 
 // FindBin returns the directory holding initdb and postgres: where $PATH
@@ -103,7 +106,9 @@ func Start(ctx context.Context) (_ *Cluster, err error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	if c.port, err = freePort(); err != nil {
+	// A reserved port: one merely free a moment ago may be taken by
+	// another test before postgres binds it.
+	if c.port, c.releasePort, err = freeport.Reserve(); err != nil {
 		return nil, err
 	}
 	c.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", filepath.Join(dir, "data"),
@@ -210,15 +215,6 @@ func searchable(dir string, uid, gid uint32) bool {
 	}
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // DSN is the URL of a database of the cluster.
 func (c *Cluster) DSN(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, db)
@@ -245,6 +241,9 @@ func (c *Cluster) Stop() {
 			_ = c.cmd.Process.Kill()
 			<-c.done
 		}
+	}
+	if c.releasePort != nil {
+		c.releasePort()
 	}
 	_ = os.RemoveAll(c.dir)
 }

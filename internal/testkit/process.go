@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/opsfirehose/firehose/internal/freeport"
 )
 
 // BuildBinary builds a main package (such as "./cmd/bridge", relative to the
@@ -177,23 +179,27 @@ func RequirePortsFree(t testing.TB, addrs ...string) {
 	}
 }
 
-// FreePort returns a loopback address with a port that was free a moment ago,
-// for programs that cannot report the port they bound.
+// FreePort returns a loopback address for a program that cannot report the
+// port it bound (a binary under test, mosquitto, a nats-server restarted on
+// the same port). The port stays reserved until the test ends (see package
+// freeport): a port merely free a moment ago may be taken by another test,
+// or by a connection's source port, before the program binds it. A test that
+// can listen on :0 itself should, and pass the listener on.
 func FreePort(t testing.TB) string {
 	t.Helper()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePortNumber(t)))
 }
 
 // FreePortNumber is FreePort's port alone, for options that take the host
-// and the port apart.
+// and the port apart; it is reserved the same way.
 func FreePortNumber(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, release, err := freeport.Reserve()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Cleanup(release)
+	return port
 }
 
 // Mosquitto is Debian's mosquitto broker run for a test on a free loopback
