@@ -96,12 +96,12 @@ func refusingPort(t *testing.T) (addr string, listen func() net.Listener) {
 
 // script writes a shell script that plays one of runs per start of the
 // command (the last one for every later start), and returns the --exec
-// command and the directory where it records its pid.
+// command and the directory where run N records its pid in pid.N.
 func script(t *testing.T, runs ...string) (cmd, dir string) {
 	t.Helper()
 	dir = t.TempDir()
 	var s strings.Builder
-	s.WriteString("n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo $$ > pid\ncase $n in\n")
+	s.WriteString("n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo $$ > pid.tmp; mv pid.tmp pid.$n\ncase $n in\n")
 	for i, run := range runs {
 		label := strconv.Itoa(i + 1)
 		if i == len(runs)-1 {
@@ -198,8 +198,14 @@ func TestGerritRelayRestartsAndSkipsBadLines(t *testing.T) {
 		}
 	}
 	testkit.Eventually(t, func() bool { return g.stats.Starts.Load() == 3 }, "the third start")
-	pidText, _ := os.ReadFile(filepath.Join(dir, "pid"))
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	// The third run's pid, once its shell has written it (pid.N appears
+	// whole: it is renamed into place).
+	var pid int
+	testkit.Eventually(t, func() bool {
+		text, err := os.ReadFile(filepath.Join(dir, "pid.3"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(text)))
+		return err == nil && pid > 0
+	}, "the third run to write its pid")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
