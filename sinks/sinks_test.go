@@ -51,6 +51,22 @@ func natsHeaders(h nats.Header) map[string]string {
 	return out
 }
 
+// sinktestStream connects to the server at url and looks up the stream
+// that natsConfig's JetStream sinks make.
+func sinktestStream(t *testing.T, url string) (jetstream.Stream, error) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js.Stream(context.Background(), "SINKTEST")
+}
+
 // smallPayload makes a server's max_payload 256 KiB, so that the
 // conformance suite finds the limit the server announces, not the default.
 func smallPayload(o *server.Options) { o.MaxPayload = 256 << 10 }
@@ -161,16 +177,7 @@ func TestJetStreamStoresARetriedMessageOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(context.Background(), "SINKTEST")
+	st, err := sinktestStream(t, srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,16 +358,7 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 	if err := s.Publish(context.Background(), bus.Message{Topic: "sinktest.after", Payload: []byte("2")}); err != nil {
 		t.Fatalf("after a restart that lost the stream: %v", err)
 	}
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(context.Background(), "SINKTEST")
+	st, err := sinktestStream(t, srv.URL())
 	if err != nil {
 		t.Fatalf("the stream was not made again: %v", err)
 	}
@@ -603,16 +601,7 @@ func TestJetStreamConcurrentPublishers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(context.Background(), "SINKTEST")
+	st, err := sinktestStream(t, srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

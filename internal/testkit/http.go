@@ -3,6 +3,7 @@ package testkit
 import (
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -35,4 +36,20 @@ func Get(t testing.TB, url string) (int, string) {
 	}
 	resp, body := Do(t, nil, req)
 	return resp.StatusCode, string(body)
+}
+
+// EventuallyContains waits until a GET of url answers with a body holding
+// every one of wants: for /metrics, whose counters move after the delivery
+// or the answer that a test has already seen.
+func EventuallyContains(t testing.TB, url string, wants ...string) {
+	t.Helper()
+	Eventually(t, func() bool {
+		_, body := Get(t, url)
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				return false
+			}
+		}
+		return true
+	}, "%s to have all of %q", url, wants)
 }
