@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/configdb"
+	"github.com/opsfirehose/firehose/internal/metric"
 )
 
 // relay publishes the events the store committed to its outbox, oldest
@@ -39,14 +40,10 @@ func newRelay(store *configdb.Store, pub bus.Publisher, log zerolog.Logger, cfg 
 		store: store, pub: pub, log: log, cfg: cfg,
 		sem:  make(chan struct{}, 1),
 		kick: make(chan struct{}, 1),
-		published: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_configdb_events_published_total",
-			Help: "ConfigDB events published from the outbox.",
-		}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_configdb_event_publish_failures_total",
-			Help: "Attempts to publish ConfigDB events that failed; the events stay in the outbox and are retried.",
-		}),
+		published: metric.Counter("firehose_configdb_events_published_total",
+			"ConfigDB events published from the outbox."),
+		failures: metric.Counter("firehose_configdb_event_publish_failures_total",
+			"Attempts to publish ConfigDB events that failed; the events stay in the outbox and are retried."),
 	}
 }
 
