@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/configdb"
+	"github.com/opsfirehose/firehose/internal/backoff"
 	"github.com/opsfirehose/firehose/internal/metric"
 )
 
@@ -120,7 +121,7 @@ func (r *relay) afterWrite(ctx context.Context) {
 // while publishing fails, and every poll interval for events left by a crash
 // or by another bridge sharing the database.
 func (r *relay) run(ctx context.Context) {
-	backoff := r.cfg.RetryMin
+	retry := backoff.Backoff{Min: r.cfg.RetryMin, Max: r.cfg.RetryMax}
 	for {
 		wait := r.cfg.PollInterval
 		failing := false
@@ -128,11 +129,10 @@ func (r *relay) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("publishing ConfigDB events failed; retrying")
-			wait, failing = backoff, true
-			backoff = min(2*backoff, r.cfg.RetryMax)
+			wait, failing = retry.Next(), true
+			r.log.Warn().Err(err).Dur("retry_in", wait).Msg("publishing ConfigDB events failed; retrying")
 		} else {
-			backoff = r.cfg.RetryMin
+			retry.Reset()
 		}
 		timer := time.NewTimer(wait)
 		kick := r.kick
