@@ -50,6 +50,17 @@ func startEcho(t *testing.T, max bytesize.Size, cfg Config) *Server {
 	return s
 }
 
+// dial opens a raw connection to s, closed when the test ends.
+func dial(t *testing.T, s *Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func heapAlloc() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -66,11 +77,7 @@ func TestSlowBodiesCostWhatArrives(t *testing.T) {
 	const conns = 50
 	before := heapAlloc()
 	for i := 0; i < conns; i++ {
-		c, err := net.Dial("tcp", s.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := dial(t, s)
 		if _, err := fmt.Fprintf(c, "POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nx", 32<<20); err != nil {
 			t.Fatal(err)
 		}
@@ -157,11 +164,7 @@ except urllib.error.HTTPError as e:
 // sends "100 Continue" nor waits for a body that will not come.
 func TestNoLingerWithoutContinue(t *testing.T) {
 	s := startEcho(t, 8*bytesize.MiB, DefaultConfig())
-	c, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s)
 	fmt.Fprintf(c, "POST /in HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", 40<<20)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -183,11 +186,7 @@ func TestLingerBounded(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.LingerBytes = 1 * bytesize.MiB
 	s := startEcho(t, 64<<10, cfg)
-	c, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s)
 	fmt.Fprintf(c, "POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<30)
 	done := make(chan error, 1)
 	go func() { // sends until the server closes
@@ -258,11 +257,7 @@ func TestSlowUploadStillGetsItsAnswer(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.WriteTimeout = 2 * time.Second
 	s := startEcho(t, 64<<10, cfg)
-	c, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s)
 	fmt.Fprintf(c, "POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\na")
 	// The rest of the body comes after write_timeout has passed since the
 	// headers: a wait for a moment in time, which a slow machine only
