@@ -135,7 +135,10 @@ func TestStreamDeliversWhatAnAnonymousSubscriberGets(t *testing.T) {
 // requests, not an open stream.
 func TestStreamOutlivesHTTPTimeouts(t *testing.T) {
 	_, base := bridgeWith(t, func(c *config.Config) {
-		c.HTTP.ReadTimeout, c.HTTP.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+		// Short enough that the second stats event (two seconds in) comes
+		// after both, long enough that a busy machine still reads the
+		// request that opens the stream within them.
+		c.HTTP.ReadTimeout, c.HTTP.WriteTimeout = time.Second, time.Second
 	})
 	s := openStream(t, base, url.Values{"filter": {"#"}})
 	s.next(t, "open")
