@@ -16,7 +16,7 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/sinks/internal/connstate"
+	"github.com/opsfirehose/firehose/internal/connstate"
 )
 
 // Sink is a sink on an external MQTT broker (mosquitto, EMQX) through paho:
