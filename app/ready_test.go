@@ -138,7 +138,9 @@ func TestExternalBrokerWithAWrongPasswordSaysWhy(t *testing.T) {
 		}
 		return code == 503 && strings.Contains(r.Checks["broker"], want) && strings.Contains(r.Checks["router subscriber"], want)
 	}, "/readyz to give %q for the broker and the router subscriber", want)
-	testkit.Eventually(t, func() bool { return strings.Contains(logs.String(), "router subscriber cannot connect to "+mosq.URL()+": "+want) },
+	testkit.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "router subscriber cannot connect to "+mosq.URL()+": "+want)
+	},
 		"the router subscriber's failure, with its reason, in the log")
 }
 
