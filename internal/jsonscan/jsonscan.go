@@ -585,13 +585,20 @@ func skipValid(b []byte, i int) int {
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
-			switch b[i] {
+			// Most bytes of a container are neither brackets nor quotes:
+			// one table load each, not a switch.
+			c := validStop[b[i]]
+			if c == 0 {
+				i++
+				continue
+			}
+			switch c {
 			case '"':
 				i = skipValidString(b, i)
 				continue
-			case '{', '[':
+			case '{':
 				depth++
-			case '}', ']':
+			case '}':
 				if depth--; depth == 0 {
 					return i + 1
 				}
@@ -600,28 +607,49 @@ func skipValid(b []byte, i int) int {
 		}
 		return i
 	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			return i
-		}
+	for i < len(b) && validScalar[b[i]] {
 		i++
 	}
 	return i
 }
 
+// validStop maps the bytes skipValid stops at inside a container: a quote to
+// '"', an opening bracket to '{' and a closing one to '}'. Every other byte
+// maps to 0.
+var validStop = func() (t [256]byte) {
+	t['"'] = '"'
+	t['{'], t['['] = '{', '{'
+	t['}'], t[']'] = '}', '}'
+	return t
+}()
+
+// validScalar marks the bytes a scalar (number or literal) of valid input
+// may continue with: every byte but the delimiters that can follow a value.
+var validScalar = func() (t [256]bool) {
+	for c := range t {
+		t[c] = true
+	}
+	for _, c := range []byte{',', '}', ']', ' ', '\t', '\r', '\n'} {
+		t[c] = false
+	}
+	return t
+}()
+
 // skipValidString returns the offset just past the string starting at
 // b[i] == '"', for a string known to be valid, or len(b) for one that is not
 // terminated. Escapes and control characters are not checked: a backslash
-// skips the byte after it, and the first other quote ends the string. A byte
-// loop, since most strings in stored documents are a few bytes long.
+// skips the byte after it, and the first other quote ends the string. A
+// table-driven byte loop, since most strings in stored documents are a few
+// bytes long.
 func skipValidString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			return i + 1
-		case '\\':
-			i++
+		if !strPlain[b[i]] {
+			switch b[i] {
+			case '"':
+				return i + 1
+			case '\\':
+				i++
+			}
 		}
 	}
 	return len(b)
