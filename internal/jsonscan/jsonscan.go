@@ -140,10 +140,20 @@ func KeyIs(raw []byte, name string) bool {
 }
 
 // plain reports whether string contents need no decoding: no escapes and
-// valid UTF-8.
+// valid UTF-8. Keys are compared on every member of a merge, so ASCII is
+// taken 8 bytes at a time.
 func plain(b []byte) bool {
+	i := 0
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		s := x ^ slash8
+		if (x|(s-ones8)&^s)&highs8 != 0 {
+			break // a backslash or a byte from 0x80 up: look closer
+		}
+		i += 8
+	}
 	ascii := true
-	for _, c := range b {
+	for _, c := range b[i:] {
 		if c == '\\' {
 			return false
 		}
@@ -151,7 +161,7 @@ func plain(b []byte) bool {
 			ascii = false
 		}
 	}
-	return ascii || utf8.Valid(b)
+	return ascii || utf8.Valid(b[i:])
 }
 
 // Iter walks the members of an object or the elements of an array, checking
