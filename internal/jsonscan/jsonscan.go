@@ -527,6 +527,11 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
 
 func skipSpace(b []byte, i int) int {
+	// Compact documents (stored ones, most message bodies) have no space
+	// between tokens at all.
+	if i < len(b) && b[i] > ' ' {
+		return i
+	}
 	// Pretty-printed bodies indent with runs of spaces: take 8 at a time.
 	for i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == spaces8 {
 		i += 8
