@@ -18,6 +18,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/backoff"
+	"github.com/opsfirehose/firehose/internal/connstate"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 )
@@ -46,6 +48,10 @@ type Subscriber struct {
 	// idPrefix and seq make de-duplication ids: unique per message received.
 	idPrefix string
 	seq      atomic.Uint64
+
+	// state is why the connection is down (a CONNACK's "not Authorized",
+	// a refused dial), for Ready and the log.
+	state *connstate.State
 
 	mu         sync.Mutex
 	conn       uint64 // counts connections; a subscribe loop of an older one stops
@@ -91,6 +97,7 @@ func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics,
 	if s.maxBackoff <= 0 {
 		s.maxBackoff = 30 * time.Second
 	}
+	s.state = connstate.New(s.log, "router subscriber")
 	s.queue.init()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts := paho.NewClientOptions().
@@ -112,9 +119,17 @@ func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics,
 			if !c.IsConnectionOpen() {
 				s.setSubscribed(0, false, nil)
 			}
+			s.state.Lost(err)
 			s.log.Warn().Err(err).Msg("lost the external broker; unacknowledged messages will be redelivered")
 		}).
-		SetDefaultPublishHandler(s.receive)
+		SetDefaultPublishHandler(s.receive).
+		// paho retries quietly; this is where it tells why an attempt
+		// failed, for the log and /readyz.
+		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
+			if f, ok := n.(paho.ConnectionNotificationFailed); ok && s.ctx.Err() == nil {
+				s.state.Failed(f.Reason, "cannot connect to "+cfg.URL)
+			}
+		})
 	if cfg.TLS != nil {
 		tlsCfg, err := cfg.TLS.Config()
 		if err != nil {
@@ -142,7 +157,7 @@ func (s *Subscriber) Start(ctx context.Context) error {
 // ErrNotSubscribed says why.
 func (s *Subscriber) Ready() error {
 	if !s.client.IsConnectionOpen() {
-		return fmt.Errorf("%w: not connected", ErrNotSubscribed)
+		return fmt.Errorf("%w: %s", ErrNotSubscribed, s.state.Why("not connected yet"))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -169,6 +184,9 @@ func (s *Subscriber) receive(_ paho.Client, m paho.Message) {
 // the connection is lost, or the subscriber closes. Paho does not subscribe
 // again by itself, and disconnecting here would end its reconnecting for good.
 func (s *Subscriber) onConnect(c paho.Client) {
+	if n := s.state.Connected(); n > 0 {
+		s.log.Info().Int("failed_attempts", n).Msg("connected to the external broker")
+	}
 	s.mu.Lock()
 	s.conn++
 	conn := s.conn
@@ -178,7 +196,7 @@ func (s *Subscriber) onConnect(c paho.Client) {
 		s.setSubscribed(conn, true, nil)
 		return
 	}
-	backoff := 100 * time.Millisecond
+	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: s.maxBackoff}
 	for {
 		err := s.subscribe(c)
 		if !s.setSubscribed(conn, err == nil, err) {
@@ -188,16 +206,14 @@ func (s *Subscriber) onConnect(c paho.Client) {
 			s.log.Info().Strs("filters", s.filters).Str("group", s.group).Msg("routing from the external broker")
 			return
 		}
-		s.log.Error().Err(err).Dur("retry_in", backoff).Msg("shared subscription failed; nothing is routed from the external broker until it succeeds")
-		select {
-		case <-s.ctx.Done():
+		wait := retry.Next()
+		s.log.Error().Err(err).Dur("retry_in", wait).Msg("shared subscription failed; nothing is routed from the external broker until it succeeds")
+		if !backoff.Sleep(s.ctx, wait) {
 			return
-		case <-time.After(backoff):
 		}
 		if !c.IsConnectionOpen() {
 			return // the next connection subscribes
 		}
-		backoff = min(backoff*2, s.maxBackoff)
 	}
 }
 
@@ -275,19 +291,16 @@ func (s *Subscriber) run() {
 			}
 			msgs = append(msgs, msg)
 		}
-		backoff := 100 * time.Millisecond
+		retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 		for {
 			err := s.router.Route(s.ctx, msgs...)
 			if err == nil {
 				break
 			}
 			s.log.Warn().Err(err).Msg("cannot make messages from the external broker safe; holding their acks and retrying")
-			select {
-			case <-s.ctx.Done():
+			if !retry.Wait(s.ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, 5*time.Second)
 		}
 		for _, m := range batch {
 			m.Ack()
