@@ -21,6 +21,15 @@ func (b *Bridge) newDashboard() (*dashboard.Dashboard, error) {
 	for _, r := range cfg.Routes {
 		opts.Routes = append(opts.Routes, dashboard.Route{Name: r.Name, Sink: r.Sink, Required: r.Required})
 	}
+	opts.SinkReasons = func() map[string]string {
+		reasons := map[string]string{}
+		for _, st := range b.router.Status() {
+			if !st.Ready {
+				reasons[st.Route] = st.Reason
+			}
+		}
+		return reasons
+	}
 	switch {
 	case b.broker == nil:
 		opts.Unavailable = "The bridge publishes to an external broker (broker.mode: external), which the dashboard does not read: " +

@@ -119,6 +119,31 @@ func TestASinkWithAWrongPasswordSaysWhy(t *testing.T) {
 	}
 }
 
+// TestExternalBrokerWithAWrongPasswordSaysWhy: in external mode, both of
+// the bridge's connections to the broker (its publisher and the router's
+// subscriber) give the broker's reason in /readyz, not only "not connected".
+func TestExternalBrokerWithAWrongPasswordSaysWhy(t *testing.T) {
+	mosq := testkit.StartMosquittoWithPassword(t, "bridge", "right")
+	srv := testnats.Start(t)
+	cfg := externalConfig(t, mosq.URL(), "bridge-pw", coreSink(srv.URL()), "events/#")
+	cfg.Broker.External.Username, cfg.Broker.External.Password = "bridge", "wrong"
+	var logs testkit.SyncBuffer
+	b := runBridge(t, cfg, &logs)
+	const want = "not Authorized"
+	testkit.Eventually(t, func() bool {
+		code, body := testkit.Get(t, "http://"+b.HTTPAddr()+"/readyz")
+		var r struct{ Checks map[string]string }
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatalf("/readyz: %v: %s", err, body)
+		}
+		return code == 503 && strings.Contains(r.Checks["broker"], want) && strings.Contains(r.Checks["router subscriber"], want)
+	}, "/readyz to give %q for the broker and the router subscriber", want)
+	testkit.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "router subscriber cannot connect to "+mosq.URL()+": "+want)
+	},
+		"the router subscriber's failure, with its reason, in the log")
+}
+
 // TestReadyIsLoggedOnceReady: a bridge whose required sink is down at start
 // says so, and logs "bridge ready" once the sink connects.
 func TestReadyIsLoggedOnceReady(t *testing.T) {

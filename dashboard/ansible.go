@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 )
 
 // Limits of what the Ansible view remembers: the bus keeps no Ansible
@@ -14,7 +16,7 @@ const (
 	maxPlayTasks   = 40  // latest task results kept per play
 	maxPlayFailed  = 40  // failed or unreachable results kept per play
 	maxTaskStream  = 200 // latest task results of all plays
-	maxMessageSize = 400 // characters of a task's message shown
+	maxMessageSize = 400 // bytes of a task's message shown, "…" included; cut at a character boundary
 )
 
 // Play is one ansible-playbook run, by its playbook uuid.
@@ -222,10 +224,7 @@ func resultSummary(raw json.RawMessage, status string) (changed bool, msg string
 		b, _ := json.Marshal(*r.RC)
 		msg = "rc " + string(b)
 	}
-	if len(msg) > maxMessageSize {
-		msg = msg[:maxMessageSize] + "…"
-	}
-	return r.Changed, msg
+	return r.Changed, ellipsis.Cut(msg, maxMessageSize)
 }
 
 // AnsibleSnapshot is the Ansible view.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/app"
@@ -19,6 +20,9 @@ import (
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/internal/testkit"
+	"github.com/opsfirehose/firehose/internal/testnats"
+	"github.com/opsfirehose/firehose/router"
+	"github.com/opsfirehose/firehose/sinks"
 )
 
 func bridgeWith(t *testing.T, edit func(*config.Config)) (*app.Bridge, string) {
@@ -135,7 +139,10 @@ func TestStreamDeliversWhatAnAnonymousSubscriberGets(t *testing.T) {
 // requests, not an open stream.
 func TestStreamOutlivesHTTPTimeouts(t *testing.T) {
 	_, base := bridgeWith(t, func(c *config.Config) {
-		c.HTTP.ReadTimeout, c.HTTP.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+		// Short enough that the second stats event (two seconds in) comes
+		// after both, long enough that a busy machine still reads the
+		// request that opens the stream within them.
+		c.HTTP.ReadTimeout, c.HTTP.WriteTimeout = time.Second, time.Second
 	})
 	s := openStream(t, base, url.Values{"filter": {"#"}})
 	s.next(t, "open")
@@ -336,5 +343,35 @@ func TestASnapshotHoldsWhatWasPublishedBeforeIt(t *testing.T) {
 			newest = snap.Changes[0].Topic
 		}
 		t.Fatalf("the newest change is %s, want %s, published before the request", newest, last)
+	}
+}
+
+// The Health view says why a route's sink is down, with the reason /readyz
+// gives (here the NATS server's answer to a wrong password), not only that
+// it is down.
+func TestHealthSaysWhyASinkIsDown(t *testing.T) {
+	srv := testnats.Start(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
+	_, base := bridgeWith(t, func(c *config.Config) {
+		var sc sinks.Config
+		sc.SetDefaults()
+		sc.Type, sc.URLs, sc.Username, sc.Password = sinks.TypeNATS, []string{srv.URL()}, "bridge", "wrong"
+		c.Sinks = map[string]sinks.Config{"target": sc}
+		var rc router.Config
+		rc.SetDefaults()
+		rc.Name, rc.Sink, rc.Filters = "out", "target", []string{"#"}
+		c.Routes = []router.Config{rc}
+	})
+	var route dashboard.RouteState
+	testkit.Eventually(t, func() bool {
+		var h dashboard.HealthSnapshot
+		getJSON(t, base+"/api/v1/health", &h)
+		if len(h.Routes) != 1 {
+			t.Fatalf("routes in Health: %+v", h.Routes)
+		}
+		route = h.Routes[0]
+		return strings.Contains(route.SinkReason, "Authorization Violation")
+	}, "Health to give the sink's reason; route out is %+v", &route)
+	if route.SinkUp || route.Name != "out" || route.Sink != "target" {
+		t.Errorf("route out in Health: %+v", route)
 	}
 }

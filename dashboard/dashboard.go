@@ -60,8 +60,12 @@ type Options struct {
 	// Registerer receives the dashboard's own metrics; nil means none.
 	Registerer prometheus.Registerer
 	Routes     []Route
-	Prefixes   Prefixes
-	Logger     zerolog.Logger
+	// SinkReasons says why route sinks are down, by route name (the
+	// reasons /readyz gives: a wrong password, a refused connection), for
+	// the Health view; nil means the view shows only up or down.
+	SinkReasons func() map[string]string
+	Prefixes    Prefixes
+	Logger      zerolog.Logger
 }
 
 // ErrClosed is returned by Start after Close.

@@ -124,5 +124,14 @@ func (d *Dashboard) healthHandler(w http.ResponseWriter, _ *http.Request) {
 		httpserver.WriteError(w, http.StatusInternalServerError, "gather metrics: "+err.Error(), "")
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, health(families, d.opts.Routes, time.Now().UnixMilli()))
+	h := health(families, d.opts.Routes, time.Now().UnixMilli())
+	if d.opts.SinkReasons != nil {
+		reasons := d.opts.SinkReasons()
+		for i := range h.Routes {
+			if !h.Routes[i].SinkUp {
+				h.Routes[i].SinkReason = reasons[h.Routes[i].Name]
+			}
+		}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, h)
 }

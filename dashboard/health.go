@@ -46,7 +46,8 @@ type RouteState struct {
 	Sink           string             `json:"sink"`
 	Required       bool               `json:"required"`
 	SinkUp         bool               `json:"sink_up"`
-	Messages       map[string]float64 `json:"messages"` // by result: delivered, outboxed, dropped, rejected, refused
+	SinkReason     string             `json:"sink_reason,omitempty"` // why the sink is down, when known
+	Messages       map[string]float64 `json:"messages"`              // by result: delivered, outboxed, dropped, rejected, refused
 	Replayed       float64            `json:"replayed"`
 	OutboxMessages float64            `json:"outbox_messages"`
 	OutboxBytes    float64            `json:"outbox_bytes"`

@@ -24,7 +24,9 @@ type Config struct {
 	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
 	// ReadTimeout bounds reading one request, body included.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
-	// WriteTimeout bounds writing one response.
+	// WriteTimeout bounds handling a request and writing its response,
+	// counted from the end of its body (or of its headers, when the body is
+	// not read), so a slow upload does not eat into it.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// LingerTime and LingerBytes bound the reading and discarding of a
 	// request body after an answer given before it was read (a 413 over

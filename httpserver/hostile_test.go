@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -49,6 +50,17 @@ func startEcho(t *testing.T, max bytesize.Size, cfg Config) *Server {
 	return s
 }
 
+// dial opens a raw connection to s, closed when the test ends.
+func dial(t *testing.T, s *Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func heapAlloc() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -65,11 +77,7 @@ func TestSlowBodiesCostWhatArrives(t *testing.T) {
 	const conns = 50
 	before := heapAlloc()
 	for i := 0; i < conns; i++ {
-		c, err := net.Dial("tcp", s.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := dial(t, s)
 		if _, err := fmt.Fprintf(c, "POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\nx", 32<<20); err != nil {
 			t.Fatal(err)
 		}
@@ -156,11 +164,7 @@ except urllib.error.HTTPError as e:
 // sends "100 Continue" nor waits for a body that will not come.
 func TestNoLingerWithoutContinue(t *testing.T) {
 	s := startEcho(t, 8*bytesize.MiB, DefaultConfig())
-	c, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s)
 	fmt.Fprintf(c, "POST /in HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", 40<<20)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
@@ -182,11 +186,7 @@ func TestLingerBounded(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.LingerBytes = 1 * bytesize.MiB
 	s := startEcho(t, 64<<10, cfg)
-	c, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, s)
 	fmt.Fprintf(c, "POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<30)
 	done := make(chan error, 1)
 	go func() { // sends until the server closes
@@ -245,4 +245,34 @@ func TestSlowlorisCostsLittle(t *testing.T) {
 		c.Close()
 	}
 	testkit.Eventually(t, func() bool { return testutil.ToFloat64(s.metrics.conns) == 0 }, "the connections to close")
+}
+
+// TestSlowUploadStillGetsItsAnswer: write_timeout counts from the end of the
+// body. net/http counts it from the end of the headers, so a body that took
+// longer than write_timeout to arrive (within read_timeout) was read and
+// handled, and then its answer could not be written: the client saw the
+// connection close, though the message had been published, and sent it
+// again.
+func TestSlowUploadStillGetsItsAnswer(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.WriteTimeout = 2 * time.Second
+	s := startEcho(t, 64<<10, cfg)
+	c := dial(t, s)
+	fmt.Fprintf(c, "POST /in HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\na")
+	// The rest of the body comes after write_timeout has passed since the
+	// headers: a wait for a moment in time, which a slow machine only
+	// makes later, so the test cannot pass by luck.
+	time.Sleep(cfg.WriteTimeout + 500*time.Millisecond)
+	if _, err := c.Write([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that ended after write_timeout: %v", err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"bytes":2`) {
+		t.Fatalf("answer %d %q (%v), want 200 with the body's length", resp.StatusCode, got, err)
+	}
 }

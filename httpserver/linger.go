@@ -37,6 +37,8 @@ type trackedBody struct {
 	received prometheus.Counter
 	read     bool // Read was called: with Expect: 100-continue, the client was told to send
 	ended    bool // EOF or an error: nothing more will come
+	// atEnd runs once, when the body ends: it starts the write timeout.
+	atEnd func()
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
@@ -45,8 +47,11 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		b.received.Add(float64(n))
 	}
-	if err != nil {
+	if err != nil && !b.ended {
 		b.ended = true
+		if b.atEnd != nil {
+			b.atEnd()
+		}
 	}
 	return n, err
 }

@@ -269,6 +269,14 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		// The handlers get a copy of the request: net/http looks at the
 		// type of its own request's Body after the answer starts.
 		body := &trackedBody{ReadCloser: r.Body, received: s.metrics.bodyBytes}
+		// net/http counts WriteTimeout from the end of the headers, so an
+		// upload that took most of read_timeout left the answer no time: the
+		// message was published and the client saw a reset, and sent it
+		// again. write_timeout counts from the end of the body instead.
+		// (0, as in net/http, means no write timeout at all.)
+		if s.cfg.WriteTimeout > 0 {
+			body.atEnd = func() { _ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)) }
+		}
 		r = r.WithContext(r.Context())
 		r.Body = body
 		lingering := false

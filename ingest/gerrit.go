@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 	"github.com/opsfirehose/firehose/internal/logging"
 	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/gerrit"
@@ -334,20 +335,13 @@ func (g *gerritRelay) event(n int, line []byte, tooLong bool) []byte {
 		if !json.Valid(trimmed) {
 			// Not an event: likely a message from the command itself, so it
 			// is shown, shortened.
-			warn = warn.Str("text", excerpt(trimmed, 120))
+			warn = warn.Str("text", ellipsis.Cut(string(trimmed), 120))
 		}
 		warn.Msg("skipping a line that is not a Gerrit event")
 		g.log.Debug().Int("line", n).Bytes("event", trimmed).Msg("skipped line")
 		return nil
 	}
 	return bytes.Clone(trimmed)
-}
-
-func excerpt(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "…"
 }
 
 // enqueue waits for room in the buffer; a full buffer stops reading, which

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/connstate"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 )
@@ -46,6 +47,10 @@ type Subscriber struct {
 	// idPrefix and seq make de-duplication ids: unique per message received.
 	idPrefix string
 	seq      atomic.Uint64
+
+	// state is why the connection is down (a CONNACK's "not Authorized",
+	// a refused dial), for Ready and the log.
+	state *connstate.State
 
 	mu         sync.Mutex
 	conn       uint64 // counts connections; a subscribe loop of an older one stops
@@ -91,6 +96,7 @@ func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics,
 	if s.maxBackoff <= 0 {
 		s.maxBackoff = 30 * time.Second
 	}
+	s.state = connstate.New(s.log, "router subscriber")
 	s.queue.init()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts := paho.NewClientOptions().
@@ -112,9 +118,17 @@ func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics,
 			if !c.IsConnectionOpen() {
 				s.setSubscribed(0, false, nil)
 			}
+			s.state.Lost(err)
 			s.log.Warn().Err(err).Msg("lost the external broker; unacknowledged messages will be redelivered")
 		}).
-		SetDefaultPublishHandler(s.receive)
+		SetDefaultPublishHandler(s.receive).
+		// paho retries quietly; this is where it tells why an attempt
+		// failed, for the log and /readyz.
+		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
+			if f, ok := n.(paho.ConnectionNotificationFailed); ok && s.ctx.Err() == nil {
+				s.state.Failed(f.Reason, "cannot connect to "+cfg.URL)
+			}
+		})
 	if cfg.TLS != nil {
 		tlsCfg, err := cfg.TLS.Config()
 		if err != nil {
@@ -142,7 +156,7 @@ func (s *Subscriber) Start(ctx context.Context) error {
 // ErrNotSubscribed says why.
 func (s *Subscriber) Ready() error {
 	if !s.client.IsConnectionOpen() {
-		return fmt.Errorf("%w: not connected", ErrNotSubscribed)
+		return fmt.Errorf("%w: %s", ErrNotSubscribed, s.state.Why("not connected yet"))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -169,6 +183,9 @@ func (s *Subscriber) receive(_ paho.Client, m paho.Message) {
 // the connection is lost, or the subscriber closes. Paho does not subscribe
 // again by itself, and disconnecting here would end its reconnecting for good.
 func (s *Subscriber) onConnect(c paho.Client) {
+	if n := s.state.Connected(); n > 0 {
+		s.log.Info().Int("failed_attempts", n).Msg("connected to the external broker")
+	}
 	s.mu.Lock()
 	s.conn++
 	conn := s.conn

@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/sinks/internal/connstate"
+	"github.com/opsfirehose/firehose/internal/connstate"
 )
 
 // NATS is a NATS core or JetStream sink. Core publishes are confirmed by a

@@ -296,8 +296,8 @@ func (h *Handler) warned(r *http.Request, msg chefpayload.Message, warns []chefp
 		for _, w := range warns[:min(len(warns), maxWarnings)] {
 			arr.Str(w.Msg)
 		}
-		e.Str("type", msg.Kind().String()).Int("count", len(warns)).Array("warnings", arr).Str("token", token).
-			Str("remote", r.RemoteAddr).Str("request_id", r.Header.Get("X-Remote-Request-Id")).
+		withRequestID(e.Str("type", msg.Kind().String()).Int("count", len(warns)).Array("warnings", arr).Str("token", token).
+			Str("remote", r.RemoteAddr), r).
 			Msg("data-collector message published with warnings")
 	}
 }
@@ -392,9 +392,18 @@ func (h *Handler) messages(body []byte) (chefpayload.Message, []bus.Message, err
 func (h *Handler) refused(r *http.Request, reason, token, msg, field string) {
 	h.metrics.rejected.WithLabelValues(reason).Inc()
 	h.metrics.intake.Rejected()
-	h.log.Info().Str("reason", reason).Str("error", msg).Str("field", field).Str("token", token).
-		Str("remote", r.RemoteAddr).Str("request_id", r.Header.Get("X-Remote-Request-Id")).
+	withRequestID(h.log.Info().Str("reason", reason).Str("error", msg).Str("field", field).Str("token", token).
+		Str("remote", r.RemoteAddr), r).
 		Msg("data-collector request refused")
+}
+
+// withRequestID adds the X-Remote-Request-Id that chef-client sends (and
+// Chef Automate logs) to a log line, when the request has one.
+func withRequestID(e *zerolog.Event, r *http.Request) *zerolog.Event {
+	if id := r.Header.Get("X-Remote-Request-Id"); id != "" {
+		e = e.Str("request_id", id)
+	}
+	return e
 }
 
 type metrics struct {

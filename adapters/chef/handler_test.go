@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
@@ -524,4 +525,45 @@ func strictConverge(n int, resource string) string {
 		`"resources":[` + strings.Join(rs, ",") + `],"run_id":"b3bbae70-1e93-4ffe-8499-9559601631fa","run_list":[],` +
 		`"source":"chef_client","start_time":"2024-03-05T10:00:00Z","status":"success","total_resource_count":` +
 		strconv.Itoa(n) + `,"updated_resource_count":0}`
+}
+
+// A refused request is logged with chef-client's X-Remote-Request-Id when it
+// sent one, and with no empty request_id field when it did not.
+func TestRefusalsLogTheRequestIDOnlyWhenSent(t *testing.T) {
+	var logs testkit.SyncBuffer
+	h, err := New(DefaultConfig(), Options{Options: intake.Options{
+		Publisher:  testbus.Start(t),
+		Tokens:     httpserver.NewTokens([]httpserver.Token{{Name: "chef-clients", Token: testToken}}),
+		Registerer: prometheus.NewRegistry(),
+		Logger:     zerolog.New(&logs),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ids := []string{"", "4b6a2c1e-run"}
+	for _, id := range ids {
+		if code, body := postLikeChef(t, srv.URL+Path, []byte(`{"message_type":"run_middle"}`), id); code != http.StatusBadRequest {
+			t.Fatalf("%d %s, want 400", code, body)
+		}
+	}
+	var refusals []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "data-collector request refused") {
+			refusals = append(refusals, line)
+		}
+	}
+	if len(refusals) != len(ids) {
+		t.Fatalf("%d refusals logged, want %d:\n%s", len(refusals), len(ids), logs.String())
+	}
+	if strings.Contains(refusals[0], "request_id") {
+		t.Errorf("a request with no id is logged with one: %s", refusals[0])
+	}
+	if !strings.Contains(refusals[1], `"request_id":"4b6a2c1e-run"`) {
+		t.Errorf("a request's id is not logged: %s", refusals[1])
+	}
 }

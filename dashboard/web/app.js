@@ -516,7 +516,7 @@ views.health = (() => {
         const n = (k, bad) => el("td", { class: bad && m[k] ? "bad" : "" }, fmtNum(m[k] || 0));
         return el("tr", { "data-route": r.name },
           el("td", null, r.name), el("td", { class: "l" }, r.sink), el("td", { class: "l" }, r.required ? "yes" : "no"),
-          el("td", { class: "l " + (r.sink_up ? "up" : "down") }, r.sink_up ? "● up" : "● down"),
+          el("td", { class: "l " + (r.sink_up ? "up" : "down"), "data-sink-reason": r.sink_reason || "" }, r.sink_up ? "● up" : r.sink_reason ? "● down: " + r.sink_reason : "● down"),
           n("delivered"), n("outboxed"), el("td", { class: r.outbox_messages ? "bad" : "" }, fmtNum(r.outbox_messages)),
           el("td", null, r.outbox_oldest_age_seconds ? duration(r.outbox_oldest_age_seconds * 1000) : "–"),
           n("dropped", true), n("rejected", true), n("refused", true));

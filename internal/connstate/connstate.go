@@ -1,5 +1,6 @@
-// Package connstate follows a sink's connection as its client library
-// reports it; the NATS and MQTT sinks share it.
+// Package connstate follows a client connection as its client library
+// reports it; the NATS and MQTT sinks and the router's subscriber to an
+// external broker share it.
 package connstate
 
 import (
