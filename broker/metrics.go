@@ -8,6 +8,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/system"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/internal/metric"
 )
 
 // Reasons a message is dropped, as the `reason` label of firehose_broker_messages_dropped_total.
@@ -28,18 +30,12 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	return &metrics{
-		authFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_broker_auth_failures_total",
-			Help: "MQTT connections refused for bad credentials.",
-		}),
-		publishDenied: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_broker_publish_denied_total",
-			Help: "MQTT publishes refused by the ACL, including every anonymous publish and every will refused at CONNECT.",
-		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_broker_connections_refused_total",
-			Help: "MQTT connections refused or ended by the trust boundary, by reason.",
-		}, []string{"reason"}),
+		authFailures: metric.Counter("firehose_broker_auth_failures_total",
+			"MQTT connections refused for bad credentials."),
+		publishDenied: metric.Counter("firehose_broker_publish_denied_total",
+			"MQTT publishes refused by the ACL, including every anonymous publish and every will refused at CONNECT."),
+		refused: metric.CounterVec("firehose_broker_connections_refused_total",
+			"MQTT connections refused or ended by the trust boundary, by reason.", "reason"),
 	}
 }
 

@@ -18,9 +18,9 @@ import (
 // that directory, for
 //
 //	export ANSIBLE_CALLBACK_PLUGINS=$(bridge ansible-plugin)
-func ansiblePluginCommand() Command {
-	return Command{Name: "ansible-plugin", Args: "[--dir DIR] [--env]", Summary: "put the Ansible callback plugin in a directory and print it, for ANSIBLE_CALLBACK_PLUGINS",
-		Run: func(env Env, prog string, args []string) int {
+func ansiblePluginCommand() clicore.Command {
+	return clicore.Command{Name: "ansible-plugin", Args: "[--dir DIR] [--env]", Summary: "put the Ansible callback plugin in a directory and print it, for ANSIBLE_CALLBACK_PLUGINS",
+		Run: func(env clicore.Env, prog string, args []string) int {
 			fs := clicore.NewFlagSet(env, prog, "ansible-plugin")
 			dir := fs.String("dir", "", "the `directory` for firehose.py (default $XDG_DATA_HOME/firehose/ansible/callback_plugins, or ~/.local/share/...)")
 			exports := fs.Bool("env", false, "print export lines that enable the plugin, rather than the directory alone")
@@ -33,7 +33,7 @@ func ansiblePluginCommand() Command {
 					home, _ := env.LookupEnv("HOME")
 					if home == "" {
 						fmt.Fprintf(env.Stderr, "%s ansible-plugin: neither XDG_DATA_HOME nor HOME is set; give --dir\n", prog)
-						return ExitUsage
+						return clicore.ExitUsage
 					}
 					base = filepath.Join(home, ".local", "share")
 				}
@@ -42,21 +42,21 @@ func ansiblePluginCommand() Command {
 			abs, err := filepath.Abs(*dir)
 			if err != nil {
 				fmt.Fprintf(env.Stderr, "%s ansible-plugin: %v\n", prog, err)
-				return ExitError
+				return clicore.ExitError
 			}
 			if err := writeIfChanged(filepath.Join(abs, "firehose.py"), ansible.PluginSource); err != nil {
 				fmt.Fprintf(env.Stderr, "%s ansible-plugin: %v\n", prog, err)
-				return ExitError
+				return clicore.ExitError
 			}
 			if !*exports {
 				fmt.Fprintln(env.Stdout, abs)
-				return ExitOK
+				return clicore.ExitOK
 			}
 			fmt.Fprintf(env.Stdout, "export ANSIBLE_CALLBACK_PLUGINS=%s\nexport ANSIBLE_CALLBACKS_ENABLED=firehose\n", shellQuote(abs))
 			if u, ok := env.LookupEnv("FIREHOSE_URL"); ok {
 				fmt.Fprintf(env.Stdout, "export FIREHOSE_URL=%s\n", shellQuote(u))
 			}
-			return ExitOK
+			return clicore.ExitOK
 		}}
 }
 

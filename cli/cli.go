@@ -20,24 +20,11 @@ import (
 	"github.com/opsfirehose/firehose/subscribe"
 )
 
-// The shared core's types and exit codes, under their old names.
-type (
-	Env     = clicore.Env
-	Command = clicore.Command
-)
-
-// Exit codes.
-const (
-	ExitOK    = clicore.ExitOK
-	ExitError = clicore.ExitError
-	ExitUsage = clicore.ExitUsage
-)
-
 // Broker runs the standalone broker's command line (see cli/brokercli).
-func Broker(env Env, args []string) int { return brokercli.Broker(env, args) }
+func Broker(env clicore.Env, args []string) int { return brokercli.Broker(env, args) }
 
 // Bridge runs the bridge's command line and returns the exit code.
-func Bridge(env Env, args []string) int { return bridgeProgram().Main(env, args) }
+func Bridge(env clicore.Env, args []string) int { return bridgeProgram().Main(env, args) }
 
 func bridgeProgram() *clicore.Program {
 	return &clicore.Program{
@@ -65,18 +52,18 @@ func bridgeProgram() *clicore.Program {
 			}
 			return b.Run(ctx)
 		},
-		Commands: []Command{
+		Commands: []clicore.Command{
 			{Name: "ingest", Args: "gerrit|launchpad [flags]", Summary: "relay Gerrit's stream-events, or a Launchpad mail, to a running bridge",
-				Run: func(env Env, _ string, args []string) int {
+				Run: func(env clicore.Env, _ string, args []string) int {
 					return ingest.Run(env.Context, args, env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
 				}},
 			ansiblePluginCommand(),
 			{Name: "sub", Args: "[FILTER...] [flags]", Summary: "print the bus's messages as they come: time, coloured topic, compact JSON",
-				Run: func(env Env, _ string, args []string) int {
+				Run: func(env clicore.Env, _ string, args []string) int {
 					return subscribe.Run(env.Context, args, env.Stdout, env.Stderr, env.LookupEnv)
 				}},
 			{Name: "configdb", Aliases: []string{"config"}, Args: "<command> [flags]", Summary: "the ConfigDB client (fuel2 config: get, set, override, env, comp...) against a running bridge",
-				Run: func(env Env, _ string, args []string) int {
+				Run: func(env clicore.Env, _ string, args []string) int {
 					return configcli.Run(env.Context, args, env.Stdin, env.Stdout, env.Stderr, env.LookupEnv)
 				}},
 		},

@@ -112,9 +112,10 @@ func notObject(s source) error {
 func merge(sources []source, paths []string) (*Effective, error) {
 	var cursorBuf [maxInline]cursor
 	var headBuf [maxInline]member
-	var liveBuf [maxInline]bool
+	var liveBuf, holdBuf [maxInline]bool
 	var levelBuf [maxInline]int
 	cursors, heads, live, levels := cursorBuf[:0], headBuf[:0], liveBuf[:0], levelBuf[:0]
+	hold := holdBuf[:0]
 	size := 0
 	for _, s := range sources {
 		c, err := openCursor(s.body)
@@ -126,6 +127,7 @@ func merge(sources []source, paths []string) (*Effective, error) {
 			return nil, err
 		}
 		cursors, heads, live, levels = append(cursors, c), append(heads, m), append(live, ok), append(levels, s.level)
+		hold = append(hold, false)
 		size += len(s.body)
 	}
 	if size >= 1<<31-1 {
@@ -133,24 +135,33 @@ func merge(sources []source, paths []string) (*Effective, error) {
 	}
 	b := newBuilder(paths, size, true)
 	for {
-		first := -1
+		// One pass finds the smallest key, which cursors hold it (hold, read
+		// from first on) and the last of them, which wins: one comparison per
+		// cursor, not a search and two more passes.
+		first, win := -1, -1
 		for i := range cursors {
-			if live[i] && (first < 0 || bytes.Compare(heads[i].key, heads[first].key) < 0) {
-				first = i
+			if !live[i] {
+				continue
+			}
+			c := -1
+			if first >= 0 {
+				c = bytes.Compare(heads[i].key, heads[first].key)
+			}
+			hold[i] = c <= 0
+			switch {
+			case c < 0:
+				first, win = i, i
+			case c == 0:
+				win = i // a later source wins
 			}
 		}
 		if first < 0 {
 			return b.done(), nil
 		}
-		key, win := heads[first].key, first
-		for i := first + 1; i < len(cursors); i++ {
-			if live[i] && bytes.Equal(heads[i].key, key) {
-				win = i // a later source wins
-			}
-		}
+		key := heads[first].key
 		b = b.add(heads[win], levels[win])
-		for i := first; i < len(cursors); i++ {
-			if !live[i] || !bytes.Equal(heads[i].key, key) {
+		for i := first; i <= win; i++ {
+			if !live[i] || !hold[i] {
 				continue
 			}
 			m, ok, err := cursors[i].next()

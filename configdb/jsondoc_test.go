@@ -155,6 +155,8 @@ func FuzzMerge(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b, c []byte) {
 		var sources []source
 		want := map[string]any{}
+		wantFrom := map[string]string{} // the level path of the last source with the key
+		paths := []string{"/", "/1/", "/2/"}
 		for i, doc := range [][]byte{a, b, c} {
 			canon, err := Canonical(doc)
 			if i == 1 {
@@ -166,10 +168,11 @@ func FuzzMerge(f *testing.F) {
 			}
 			for k, v := range m {
 				want[k] = v
+				wantFrom[k] = paths[i]
 			}
 			sources = append(sources, source{body: canon, level: i})
 		}
-		e, err := merge(sources, []string{"/", "/1/", "/2/"})
+		e, err := merge(sources, paths)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,6 +182,20 @@ func FuzzMerge(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
+		}
+		var from map[string][2]any
+		if err := json.Unmarshal(e.JSON(true), &from); err != nil {
+			t.Fatalf("%s: %v", e.JSON(true), err)
+		}
+		for k, v := range from {
+			if v[1] != wantFrom[k] {
+				t.Fatalf("%q from %v, want %s", k, v[1], wantFrom[k])
+			}
+		}
+		for i := 1; e.sorted && i < len(e.entries); i++ {
+			if a, b := e.key(e.entries[i-1]), e.key(e.entries[i]); a >= b {
+				t.Fatalf("a sorted merge gave %q before %q", a, b)
+			}
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/metric"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -122,13 +123,10 @@ func New(cfg Config, opts Options) (*Dashboard, error) {
 		fleet: newFleet(), plays: newPlays(), changes: &changes{},
 		in:      make(chan item, 8192),
 		streams: make(chan struct{}, cfg.MaxStreams),
-		streamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "firehose_dashboard_streams", Help: "Server-Sent Event streams open (the dashboard's pages and /api/v1/stream clients).",
-		}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_dashboard_messages_dropped_total",
-			Help: "Messages the dashboard dropped because a stream (or its own aggregator) fell behind; publishers never wait for it.",
-		}, []string{"consumer"}),
+		streamsOpen: metric.Gauge("firehose_dashboard_streams",
+			"Server-Sent Event streams open (the dashboard's pages and /api/v1/stream clients)."),
+		dropped: metric.CounterVec("firehose_dashboard_messages_dropped_total",
+			"Messages the dashboard dropped because a stream (or its own aggregator) fell behind; publishers never wait for it.", "consumer"),
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 	}
 	p := opts.Prefixes
@@ -139,11 +137,9 @@ func New(cfg Config, opts Options) (*Dashboard, error) {
 	}
 	d.ids.Store(1 << 20) // clear of any other inline subscriber's small ids
 	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{d.streamsOpen, d.dropped} {
-			if err := opts.Registerer.Register(c); err != nil {
-				cancel()
-				return nil, fmt.Errorf("dashboard metrics: %w", err)
-			}
+		if err := metric.Register(opts.Registerer, d.streamsOpen, d.dropped); err != nil {
+			cancel()
+			return nil, fmt.Errorf("dashboard metrics: %w", err)
 		}
 	}
 	return d, nil

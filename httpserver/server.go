@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/internal/metric"
 )
 
 // Options carries what the server needs besides its config section.
@@ -309,41 +311,24 @@ type httpMetrics struct {
 
 func newHTTPMetrics() *httpMetrics {
 	return &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_http_requests_total",
-			Help: "HTTP requests by route pattern and status code.",
-		}, []string{"route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "firehose_http_request_duration_seconds",
-			Help:    "HTTP request duration by route pattern.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"route"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "firehose_http_requests_in_flight",
-			Help: "HTTP requests being served now: headers read, answer not finished.",
-		}),
-		conns: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "firehose_http_connections",
-			Help: "HTTP connections open now, idle or not.",
-		}),
-		bodyBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_http_request_body_bytes_total",
-			Help: "Request body bytes received, counted as they arrive, on every route.",
-		}),
-		lingered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_http_lingered_bytes_total",
-			Help: "Request body bytes read and discarded after an answer given before the body was read (a 413, a 401), so that the client reads the answer.",
-		}),
+		requests: metric.CounterVec("firehose_http_requests_total",
+			"HTTP requests by route pattern and status code.", "route", "code"),
+		duration: metric.HistogramVec("firehose_http_request_duration_seconds",
+			"HTTP request duration by route pattern.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}, "route"),
+		inFlight: metric.Gauge("firehose_http_requests_in_flight",
+			"HTTP requests being served now: headers read, answer not finished."),
+		conns: metric.Gauge("firehose_http_connections",
+			"HTTP connections open now, idle or not."),
+		bodyBytes: metric.Counter("firehose_http_request_body_bytes_total",
+			"Request body bytes received, counted as they arrive, on every route."),
+		lingered: metric.Counter("firehose_http_lingered_bytes_total",
+			"Request body bytes read and discarded after an answer given before the body was read (a 413, a 401), so that the client reads the answer."),
 	}
 }
 
 func (m *httpMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight, m.conns, m.bodyBytes, m.lingered} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return metric.Register(reg, m.requests, m.duration, m.inFlight, m.conns, m.bodyBytes, m.lingered)
 }
 
 func (m *httpMetrics) observe(route string, code int, d time.Duration) {

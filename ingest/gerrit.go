@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/internal/backoff"
 	"github.com/opsfirehose/firehose/internal/ellipsis"
 	"github.com/opsfirehose/firehose/internal/logging"
 	"github.com/opsfirehose/firehose/payloads"
@@ -175,7 +176,7 @@ func (g *gerritRelay) run(ctx context.Context) error {
 
 // readLoop runs the command until ctx ends, restarting it whenever it exits.
 func (g *gerritRelay) readLoop(ctx context.Context) {
-	backoff := g.cfg.backoffMin
+	retry := backoff.Backoff{Min: g.cfg.backoffMin, Max: g.cfg.backoffMax}
 	for {
 		start := time.Now()
 		err := g.runCommand(ctx)
@@ -186,23 +187,19 @@ func (g *gerritRelay) readLoop(ctx context.Context) {
 		if ranFor >= g.cfg.backoffMax {
 			// A stream that ran for a while and dropped (a Gerrit restart,
 			// a network blip) comes back quickly.
-			backoff = g.cfg.backoffMin
+			retry.Reset()
 		}
+		wait := retry.Next()
 		restarts := g.stats.Restarts.Add(1)
 		ev := g.log.Warn()
 		if err != nil {
 			ev = ev.Err(err)
 		}
-		ev.Int64("ran_for_ms", ranFor.Milliseconds()).Int64("restart_in_ms", backoff.Milliseconds()).Int64("restarts", restarts).
+		ev.Int64("ran_for_ms", ranFor.Milliseconds()).Int64("restart_in_ms", wait.Milliseconds()).Int64("restarts", restarts).
 			Msg("gerrit stream command exited; restarting")
-		wait := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			wait.Stop()
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-wait.C:
 		}
-		backoff = min(2*backoff, g.cfg.backoffMax)
 	}
 }
 
@@ -420,7 +417,7 @@ func (g *gerritRelay) send(ctx context.Context) {
 // are logged, counted and dropped. It returns how many events were not
 // delivered because ctx ended.
 func (g *gerritRelay) deliver(ctx context.Context, batch [][]byte) int {
-	backoff := g.cfg.backoffMin
+	retry := backoff.Backoff{Min: g.cfg.backoffMin, Max: g.cfg.backoffMax}
 	body := bytes.Join(batch, []byte{'\n'})
 	for {
 		a, err := g.client.post(ctx, ndjsonType, body)
@@ -446,19 +443,15 @@ func (g *gerritRelay) deliver(ctx context.Context, batch [][]byte) int {
 			return len(batch)
 		}
 		g.stats.FailedPosts.Add(1)
-		wait := backoff
+		var wait time.Duration
 		if err == nil && a.retryAfter > 0 {
 			wait = min(a.retryAfter, maxRetryAfter)
 		} else {
-			backoff = min(2*backoff, g.cfg.backoffMax)
+			wait = retry.Next()
 		}
 		g.logRetry(a, err, wait, len(batch))
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !backoff.Sleep(ctx, wait) {
 			return len(batch)
-		case <-timer.C:
 		}
 	}
 }

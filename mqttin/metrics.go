@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsfirehose/firehose/internal/metric"
 )
 
 // Metrics are the MQTT inputs' counters. Both are registered whatever the
@@ -19,22 +21,16 @@ type Metrics struct {
 // means none.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_mqtt_publishes_refused_total",
-			Help: "MQTT publishes refused because a required route could not make them safe (the client is told to resend).",
-		}),
-		externalDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_external_qos0_dropped_total",
-			Help: "QoS 0 messages from the external broker dropped because too many were waiting to be routed.",
-		}),
+		refused: metric.Counter("firehose_mqtt_publishes_refused_total",
+			"MQTT publishes refused because a required route could not make them safe (the client is told to resend)."),
+		externalDropped: metric.Counter("firehose_external_qos0_dropped_total",
+			"QoS 0 messages from the external broker dropped because too many were waiting to be routed."),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.refused, m.externalDropped} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("mqtt input metrics: %w", err)
-		}
+	if err := metric.Register(reg, m.refused, m.externalDropped); err != nil {
+		return nil, fmt.Errorf("mqtt input metrics: %w", err)
 	}
 	return m, nil
 }

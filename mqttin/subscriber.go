@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/backoff"
 	"github.com/opsfirehose/firehose/internal/connstate"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
@@ -195,7 +196,7 @@ func (s *Subscriber) onConnect(c paho.Client) {
 		s.setSubscribed(conn, true, nil)
 		return
 	}
-	backoff := 100 * time.Millisecond
+	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: s.maxBackoff}
 	for {
 		err := s.subscribe(c)
 		if !s.setSubscribed(conn, err == nil, err) {
@@ -205,16 +206,14 @@ func (s *Subscriber) onConnect(c paho.Client) {
 			s.log.Info().Strs("filters", s.filters).Str("group", s.group).Msg("routing from the external broker")
 			return
 		}
-		s.log.Error().Err(err).Dur("retry_in", backoff).Msg("shared subscription failed; nothing is routed from the external broker until it succeeds")
-		select {
-		case <-s.ctx.Done():
+		wait := retry.Next()
+		s.log.Error().Err(err).Dur("retry_in", wait).Msg("shared subscription failed; nothing is routed from the external broker until it succeeds")
+		if !backoff.Sleep(s.ctx, wait) {
 			return
-		case <-time.After(backoff):
 		}
 		if !c.IsConnectionOpen() {
 			return // the next connection subscribes
 		}
-		backoff = min(backoff*2, s.maxBackoff)
 	}
 }
 
@@ -292,19 +291,16 @@ func (s *Subscriber) run() {
 			}
 			msgs = append(msgs, msg)
 		}
-		backoff := 100 * time.Millisecond
+		retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 		for {
 			err := s.router.Route(s.ctx, msgs...)
 			if err == nil {
 				break
 			}
 			s.log.Warn().Err(err).Msg("cannot make messages from the external broker safe; holding their acks and retrying")
-			select {
-			case <-s.ctx.Done():
+			if !retry.Wait(s.ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, 5*time.Second)
 		}
 		for _, m := range batch {
 			m.Ack()

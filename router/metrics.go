@@ -2,6 +2,8 @@ package router
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsfirehose/firehose/internal/metric"
 )
 
 type metrics struct {
@@ -15,16 +17,13 @@ type routeMetrics struct {
 
 func newMetrics() *metrics {
 	return &metrics{
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_route_messages_total",
-			Help: "Messages per route by result: delivered (confirmed by the sink, at once or replayed from the outbox), outboxed (kept for replay), " +
-				"dropped (optional route, sink unable), rejected (the sink can never take them), refused (outbox full; the sender was told to retry), " +
+		messages: metric.CounterVec("firehose_route_messages_total",
+			"Messages per route by result: delivered (confirmed by the sink, at once or replayed from the outbox), outboxed (kept for replay), "+
+				"dropped (optional route, sink unable), rejected (the sink can never take them), refused (outbox full; the sender was told to retry), "+
 				"too_large (over the sink's size limit, refused before the sender was answered: HTTP 413, MQTT 5 PUBACK 0x97; an MQTT 3.1.1 publish is acked and dropped).",
-		}, []string{"route", "result"}),
-		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_outbox_replayed_total",
-			Help: "Messages delivered from a route's outbox after its sink came back.",
-		}, []string{"route"}),
+			"route", "result"),
+		replayed: metric.CounterVec("firehose_outbox_replayed_total",
+			"Messages delivered from a route's outbox after its sink came back.", "route"),
 	}
 }
 
@@ -41,12 +40,7 @@ func (m *metrics) forRoute(name string) routeMetrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer, r *Router) error {
-	for _, c := range []prometheus.Collector{m.messages, m.replayed, &outboxCollector{r: r}} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return metric.Register(reg, m.messages, m.replayed, &outboxCollector{r: r})
 }
 
 var (

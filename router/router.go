@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/backoff"
 	"github.com/opsfirehose/firehose/outbox"
 	"github.com/opsfirehose/firehose/sinks"
 	"github.com/opsfirehose/firehose/topics"
@@ -438,7 +439,7 @@ func (d *drain) done(rt *route, now time.Time, left int) {
 // counts as delivered, as one delivered at once does, and in
 // outbox_replayed_total.
 func (r *Router) replay(rt *route) {
-	backoff := 100 * time.Millisecond
+	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var d drain
@@ -472,12 +473,9 @@ func (r *Router) replay(rt *route) {
 			err = rt.sink.Publish(r.ctx, msgs...)
 			if err != nil && !errors.Is(err, bus.ErrInvalid) {
 				rt.log.Debug().Err(err).Msg("replay failed; retrying")
-				select {
-				case <-r.ctx.Done():
+				if !retry.Wait(r.ctx) {
 					return
-				case <-time.After(backoff):
 				}
-				backoff = min(backoff*2, 5*time.Second)
 				continue
 			}
 			n := 0
@@ -490,7 +488,7 @@ func (r *Router) replay(rt *route) {
 			rt.metrics.delivered.Add(float64(len(entries) - n))
 			d.delivered += len(entries) - n
 			d.rejected += n
-			backoff = 100 * time.Millisecond
+			retry.Reset()
 			if err := rt.outbox.Remove(entries); err != nil {
 				rt.log.Error().Err(err).Msg("cannot remove replayed messages from the outbox; they will be sent again")
 				break

@@ -15,6 +15,7 @@ import (
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
+	"github.com/opsfirehose/firehose/internal/metric"
 	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/ansible"
 	"github.com/opsfirehose/firehose/topics"
@@ -60,10 +61,8 @@ func typeIndex(t string) int {
 // New validates cfg and prepares the handler. It does no I/O.
 func New(cfg Config, opts Options) (*Handler, error) {
 	h := &Handler{cfg: cfg, topics: topics.Ansible{Prefix: cfg.TopicPrefix}}
-	events := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "firehose_ansible_events_total",
-		Help: "Ansible events published, by ansible_type.",
-	}, []string{"ansible_type"})
+	events := metric.CounterVec("firehose_ansible_events_total",
+		"Ansible events published, by ansible_type.", "ansible_type")
 	for i, t := range eventTypes {
 		h.events[i] = events.WithLabelValues(t)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
+	"github.com/opsfirehose/firehose/internal/metric"
 	"github.com/opsfirehose/firehose/payloads"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 	"github.com/opsfirehose/firehose/topics"
@@ -422,31 +423,19 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	return &metrics{
-		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_chef_reports_total",
-			Help: "Data-collector messages accepted, by type (run_start, run_converge, action, node_ping, inspec_report).",
-		}, []string{"type"}),
-		messages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_chef_messages_published_total",
-			Help: "Bus messages published by the Chef adapter (run, status and resource messages).",
-		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_chef_requests_rejected_total",
-			Help: "Data-collector requests refused, by reason (auth, body, invalid, unknown_type, publish).",
-		}, []string{"reason"}),
+		reports: metric.CounterVec("firehose_chef_reports_total",
+			"Data-collector messages accepted, by type (run_start, run_converge, action, node_ping, inspec_report).", "type"),
+		messages: metric.Counter("firehose_chef_messages_published_total",
+			"Bus messages published by the Chef adapter (run, status and resource messages)."),
+		rejected: metric.CounterVec("firehose_chef_requests_rejected_total",
+			"Data-collector requests refused, by reason (auth, body, invalid, unknown_type, publish).", "reason"),
 		intake: intake.NewMetrics(Source),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_chef_policy_lock_reloads_total",
-			Help: "Reloads of the policy lock files after they changed, by result (ok, error: the previous ownership stays).",
-		}, []string{"result"}),
-		untracked: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_chef_rollout_untracked_runs_total",
-			Help: "Runs of nodes the rollout does not track, because it tracks chef.rollout.max_nodes nodes already.",
-		}),
-		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_chef_rollout_store_errors_total",
-			Help: "Failed reads and writes of the rollout store in the data directory.",
-		}),
+		reloads: metric.CounterVec("firehose_chef_policy_lock_reloads_total",
+			"Reloads of the policy lock files after they changed, by result (ok, error: the previous ownership stays).", "result"),
+		untracked: metric.Counter("firehose_chef_rollout_untracked_runs_total",
+			"Runs of nodes the rollout does not track, because it tracks chef.rollout.max_nodes nodes already."),
+		storeErrors: metric.Counter("firehose_chef_rollout_store_errors_total",
+			"Failed reads and writes of the rollout store in the data directory."),
 	}
 }
 
@@ -466,7 +455,7 @@ func (m *metrics) registerStore(reg prometheus.Registerer, s *rolloutStore) {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	if err := intake.Register(reg, append(m.intake.Collectors(), m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors)...); err != nil {
+	if err := metric.Register(reg, append(m.intake.Collectors(), m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors)...); err != nil {
 		return err
 	}
 	for _, r := range chefpayload.Reasons {

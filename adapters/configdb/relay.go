@@ -10,6 +10,8 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/configdb"
+	"github.com/opsfirehose/firehose/internal/backoff"
+	"github.com/opsfirehose/firehose/internal/metric"
 )
 
 // relay publishes the events the store committed to its outbox, oldest
@@ -39,14 +41,10 @@ func newRelay(store *configdb.Store, pub bus.Publisher, log zerolog.Logger, cfg 
 		store: store, pub: pub, log: log, cfg: cfg,
 		sem:  make(chan struct{}, 1),
 		kick: make(chan struct{}, 1),
-		published: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_configdb_events_published_total",
-			Help: "ConfigDB events published from the outbox.",
-		}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "firehose_configdb_event_publish_failures_total",
-			Help: "Attempts to publish ConfigDB events that failed; the events stay in the outbox and are retried.",
-		}),
+		published: metric.Counter("firehose_configdb_events_published_total",
+			"ConfigDB events published from the outbox."),
+		failures: metric.Counter("firehose_configdb_event_publish_failures_total",
+			"Attempts to publish ConfigDB events that failed; the events stay in the outbox and are retried."),
 	}
 }
 
@@ -123,7 +121,7 @@ func (r *relay) afterWrite(ctx context.Context) {
 // while publishing fails, and every poll interval for events left by a crash
 // or by another bridge sharing the database.
 func (r *relay) run(ctx context.Context) {
-	backoff := r.cfg.RetryMin
+	retry := backoff.Backoff{Min: r.cfg.RetryMin, Max: r.cfg.RetryMax}
 	for {
 		wait := r.cfg.PollInterval
 		failing := false
@@ -131,11 +129,10 @@ func (r *relay) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("publishing ConfigDB events failed; retrying")
-			wait, failing = backoff, true
-			backoff = min(2*backoff, r.cfg.RetryMax)
+			wait, failing = retry.Next(), true
+			r.log.Warn().Err(err).Dur("retry_in", wait).Msg("publishing ConfigDB events failed; retrying")
 		} else {
-			backoff = r.cfg.RetryMin
+			retry.Reset()
 		}
 		timer := time.NewTimer(wait)
 		kick := r.kick

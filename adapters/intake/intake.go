@@ -17,6 +17,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/metric"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -170,19 +171,6 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.messages, m.Warnings}
 }
 
-// Register registers the collectors on reg, which may be nil (none).
-func Register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	if reg == nil {
-		return nil
-	}
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Base is what an intake handler has besides its own rules: its source's
 // name, the bus, its child logger, the effective tokens, the clock and the
 // intake metrics, and the one endpoint it serves. An adapter embeds it and
@@ -232,7 +220,7 @@ func (b *Base) Init(source string, cfgErr error, ep Endpoint, opts Options, extr
 		tokens: opts.Tokens, tokenHeaders: append([]string{"Authorization"}, ep.TokenHeaders...),
 		pattern: http.MethodPost + " " + ep.Path, handler: ep.Handler,
 	}
-	if err := Register(opts.Registerer, append(b.Metrics.Collectors(), extra...)...); err != nil {
+	if err := metric.Register(opts.Registerer, append(b.Metrics.Collectors(), extra...)...); err != nil {
 		return fmt.Errorf("%s metrics: %w", source, err)
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/metric"
 	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/launchpad"
 	"github.com/opsfirehose/firehose/topics"
@@ -64,10 +65,8 @@ type Handler struct {
 func New(cfg Config, opts Options) (*Handler, error) {
 	h := &Handler{
 		cfg: cfg, topics: topics.Launchpad{Prefix: cfg.TopicPrefix},
-		published: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_launchpad_notifications_published_total",
-			Help: "Launchpad notification mails published on the bus, by kind (bug or other).",
-		}, []string{"kind"}),
+		published: metric.CounterVec("firehose_launchpad_notifications_published_total",
+			"Launchpad notification mails published on the bus, by kind (bug or other).", "kind"),
 	}
 	if err := h.Init(Source, cfg.Validate(), intake.Endpoint{Path: Path, TokenHeaders: []string{TokenHeader, SharedTokenHeader}, Handler: h}, opts, h.published); err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/metric"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/payloads"
 	payload "github.com/opsfirehose/firehose/payloads/subunit"
@@ -97,10 +98,8 @@ type Handler struct {
 func New(cfg Config, opts Options) (*Handler, error) {
 	h := &Handler{
 		cfg: cfg, topics: topics.Subunit{Prefix: cfg.TopicPrefix},
-		published: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "firehose_subunit_results_published_total",
-			Help: "Subunit worker results published on the bus, by status and by input (json or stream).",
-		}, []string{"status", "input"}),
+		published: metric.CounterVec("firehose_subunit_results_published_total",
+			"Subunit worker results published on the bus, by status and by input (json or stream).", "status", "input"),
 	}
 	if err := h.Init(Source, cfg.Validate(), intake.Endpoint{Path: Path, TokenHeaders: []string{TokenHeader, SharedTokenHeader}, Handler: h}, opts, h.published); err != nil {
 		return nil, err

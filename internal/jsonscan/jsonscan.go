@@ -140,10 +140,20 @@ func KeyIs(raw []byte, name string) bool {
 }
 
 // plain reports whether string contents need no decoding: no escapes and
-// valid UTF-8.
+// valid UTF-8. Keys are compared on every member of a merge, so ASCII is
+// taken 8 bytes at a time.
 func plain(b []byte) bool {
+	i := 0
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		s := x ^ slash8
+		if (x|(s-ones8)&^s)&highs8 != 0 {
+			break // a backslash or a byte from 0x80 up: look closer
+		}
+		i += 8
+	}
 	ascii := true
-	for _, c := range b {
+	for _, c := range b[i:] {
 		if c == '\\' {
 			return false
 		}
@@ -151,7 +161,7 @@ func plain(b []byte) bool {
 			ascii = false
 		}
 	}
-	return ascii || utf8.Valid(b)
+	return ascii || utf8.Valid(b[i:])
 }
 
 // Iter walks the members of an object or the elements of an array, checking
@@ -517,6 +527,11 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
 
 func skipSpace(b []byte, i int) int {
+	// Compact documents (stored ones, most message bodies) have no space
+	// between tokens at all.
+	if i < len(b) && b[i] > ' ' {
+		return i
+	}
 	// Pretty-printed bodies indent with runs of spaces: take 8 at a time.
 	for i+8 <= len(b) && binary.LittleEndian.Uint64(b[i:]) == spaces8 {
 		i += 8
@@ -585,13 +600,20 @@ func skipValid(b []byte, i int) int {
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
-			switch b[i] {
+			// Most bytes of a container are neither brackets nor quotes:
+			// one table load each, not a switch.
+			c := validStop[b[i]]
+			if c == 0 {
+				i++
+				continue
+			}
+			switch c {
 			case '"':
 				i = skipValidString(b, i)
 				continue
-			case '{', '[':
+			case '{':
 				depth++
-			case '}', ']':
+			case '}':
 				if depth--; depth == 0 {
 					return i + 1
 				}
@@ -600,28 +622,49 @@ func skipValid(b []byte, i int) int {
 		}
 		return i
 	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			return i
-		}
+	for i < len(b) && validScalar[b[i]] {
 		i++
 	}
 	return i
 }
 
+// validStop maps the bytes skipValid stops at inside a container: a quote to
+// '"', an opening bracket to '{' and a closing one to '}'. Every other byte
+// maps to 0.
+var validStop = func() (t [256]byte) {
+	t['"'] = '"'
+	t['{'], t['['] = '{', '{'
+	t['}'], t[']'] = '}', '}'
+	return t
+}()
+
+// validScalar marks the bytes a scalar (number or literal) of valid input
+// may continue with: every byte but the delimiters that can follow a value.
+var validScalar = func() (t [256]bool) {
+	for c := range t {
+		t[c] = true
+	}
+	for _, c := range []byte{',', '}', ']', ' ', '\t', '\r', '\n'} {
+		t[c] = false
+	}
+	return t
+}()
+
 // skipValidString returns the offset just past the string starting at
 // b[i] == '"', for a string known to be valid, or len(b) for one that is not
 // terminated. Escapes and control characters are not checked: a backslash
-// skips the byte after it, and the first other quote ends the string. A byte
-// loop, since most strings in stored documents are a few bytes long.
+// skips the byte after it, and the first other quote ends the string. A
+// table-driven byte loop, since most strings in stored documents are a few
+// bytes long.
 func skipValidString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			return i + 1
-		case '\\':
-			i++
+		if !strPlain[b[i]] {
+			switch b[i] {
+			case '"':
+				return i + 1
+			case '\\':
+				i++
+			}
 		}
 	}
 	return len(b)

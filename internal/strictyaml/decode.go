@@ -620,13 +620,24 @@ func (d *decoder) decodeSecretFile(n *yaml.Node, fv reflect.Value, path string) 
 	d.decodeInto(secret, fv, path, modeSecret)
 }
 
-func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+// collection reports whether n is a node of kind (what, e.g. "a mapping")
+// whose items are to be decoded into v, a map or a slice. A null n empties v,
+// defaults included; any other kind is reported at path. In either case there
+// is nothing more to decode.
+func (d *decoder) collection(n *yaml.Node, v reflect.Value, path string, kind yaml.Kind, what string, m mode) bool {
 	if isNull(n) {
 		v.SetZero()
-		return
+		return false
 	}
-	if n.Kind != yaml.MappingNode {
-		d.failf(path, n, "expected a mapping, got %s", describe(n, modeExpand))
+	if n.Kind != kind {
+		d.failf(path, n, "expected %s, got %s", what, describe(n, m))
+		return false
+	}
+	return true
+}
+
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+	if !d.collection(n, v, path, yaml.MappingNode, "a mapping", modeExpand) {
 		return
 	}
 	t := v.Type()
@@ -654,12 +665,7 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 }
 
 func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string, m mode) {
-	if isNull(n) {
-		v.SetZero()
-		return
-	}
-	if n.Kind != yaml.SequenceNode {
-		d.failf(path, n, "expected a sequence, got %s", describe(n, m))
+	if !d.collection(n, v, path, yaml.SequenceNode, "a sequence", m) {
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))

@@ -61,16 +61,15 @@ var ErrTooManyRunning = errors.New("too many tests in progress")
 // TooManyRunningError is a stream with more tests in progress at once than
 // Summarize was told to track.
 type TooManyRunningError struct {
+	// Position locates the packet that started one test too many.
+	Position
 	Limit int
-	// Offset and Packet locate the packet that started one test too many.
-	Offset int64
-	Packet int
 }
 
 func (e *TooManyRunningError) Error() string {
-	return fmt.Sprintf("subunit v2 packet %d at byte %d: more than %d tests in progress at once "+
+	return fmt.Sprintf("%s: more than %d tests in progress at once "+
 		"(a test is in progress from its first packet until one with a final status); "+
-		"the bridge tracks at most %d (subunit.max_running_tests)", e.Packet, e.Offset, e.Limit, e.Limit)
+		"the bridge tracks at most %d (subunit.max_running_tests)", e.Position, e.Limit, e.Limit)
 }
 
 // Unwrap returns ErrTooManyRunning.
@@ -109,7 +108,7 @@ func Summarize(r io.Reader, maxRunning int) (Summary, error) {
 		if p.Status.Interim() {
 			if _, ok := running[k]; !ok {
 				if len(running) >= maxRunning {
-					return s, &TooManyRunningError{Limit: maxRunning, Offset: p.Offset, Packet: s.Packets - 1}
+					return s, &TooManyRunningError{Position: Position{Offset: p.Offset, Packet: s.Packets - 1}, Limit: maxRunning}
 				}
 				running[k] = ellipsis.Cut(p.TestID, MaxIDShown)
 			}

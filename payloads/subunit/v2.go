@@ -93,19 +93,29 @@ func (p *Packet) Has(f Flag) bool { return p.Flags&uint16(f) != 0 }
 // ErrFormat is wrapped by every *FormatError.
 var ErrFormat = errors.New("not a valid subunit v2 stream")
 
+// Position locates the packet at fault in a stream, for the errors of
+// Reader and Summarize.
+type Position struct {
+	// Offset is the byte offset of the packet (or of the stray byte).
+	Offset int64
+	// Packet is the 0-based index of the packet.
+	Packet int
+}
+
+// String returns "subunit v2 packet N at byte M", which starts the errors'
+// messages.
+func (p Position) String() string {
+	return fmt.Sprintf("subunit v2 packet %d at byte %d", p.Packet, p.Offset)
+}
+
 // FormatError says where and why a stream is not subunit v2.
 type FormatError struct {
-	// Offset is the byte offset of the packet at fault (or of the stray byte).
-	Offset int64
-	// Packet is the 0-based index of the packet at fault.
-	Packet int
+	Position
 	Reason string
 }
 
 // Error returns "subunit v2 packet N at byte M: reason".
-func (e *FormatError) Error() string {
-	return fmt.Sprintf("subunit v2 packet %d at byte %d: %s", e.Packet, e.Offset, e.Reason)
-}
+func (e *FormatError) Error() string { return e.Position.String() + ": " + e.Reason }
 
 // Unwrap returns ErrFormat.
 func (e *FormatError) Unwrap() error { return ErrFormat }
@@ -135,7 +145,7 @@ func NewReader(r io.Reader) *Reader {
 func (r *Reader) Next() (*Packet, error) {
 	start := r.offset
 	fail := func(format string, args ...any) (*Packet, error) {
-		return nil, &FormatError{Offset: start, Packet: r.n, Reason: fmt.Sprintf(format, args...)}
+		return nil, &FormatError{Position: Position{Offset: start, Packet: r.n}, Reason: fmt.Sprintf(format, args...)}
 	}
 	sig, err := r.r.ReadByte()
 	if errors.Is(err, io.EOF) {
@@ -220,7 +230,7 @@ func (r *Reader) readBody(n int) error {
 // short reports a stream that ends inside a packet, or a read error.
 func (r *Reader) short(start int64, err error, want int) (*Packet, error) {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, &FormatError{Offset: start, Packet: r.n,
+		return nil, &FormatError{Position: Position{Offset: start, Packet: r.n},
 			Reason: fmt.Sprintf("the stream ends inside a packet that needs at least %d bytes", want)}
 	}
 	return nil, fmt.Errorf("reading subunit stream: %w", err)
