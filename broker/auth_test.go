@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -124,7 +123,7 @@ func TestACL(t *testing.T) {
 	for _, tt := range tests {
 		cl := server.NewClient(nil, "t", "c", false)
 		cl.Properties.Username = []byte(tt.username)
-		cl.Properties.ProtocolVersion = 5 // 3.1.1's denials pass OnACLCheck and are dropped in OnPublish
+		cl.Properties.ProtocolVersion = 5 // 3.1.1's publishes pass OnACLCheck: OnPacketRead decides them
 		if got := h.OnACLCheck(cl, tt.topic, tt.write); got != tt.want {
 			t.Errorf("user %q topic %q write=%v: got %v, want %v", tt.username, tt.topic, tt.write, got, tt.want)
 		}
@@ -133,8 +132,8 @@ func TestACL(t *testing.T) {
 
 // TestPublishDecisions: a denied MQTT 5 publish is refused (QoS 0 by
 // ending the connection, QoS 1 and 2 by mochi's reason code after
-// OnACLCheck); a denied MQTT 3.1.1 publish passes OnACLCheck and is dropped
-// in OnPublish, so that mochi acks it, as mosquitto does.
+// OnACLCheck); a denied MQTT 3.1.1 publish is marked Ignore by OnPacketRead
+// and passes OnACLCheck, so that mochi acks and drops it, as mosquitto does.
 func TestPublishDecisions(t *testing.T) {
 	users := []User{{Username: "ansible", PasswordHash: hash(t, "x"), Publish: []string{"ansible/#"}}}
 	h, server := newTestAuthHook(t, true, users)
@@ -161,21 +160,18 @@ func TestPublishDecisions(t *testing.T) {
 		cl.Properties.ProtocolVersion = tt.version
 		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: tt.qos}, TopicName: tt.topic}
 		name := fmt.Sprintf("user %q v%d qos %d topic %q", tt.username, tt.version, tt.qos, tt.topic)
-		if _, err := h.OnPacketRead(cl, pk); (err != nil) != tt.readRejected {
+		read, err := h.OnPacketRead(cl, pk)
+		if (err != nil) != tt.readRejected {
 			t.Errorf("%s: OnPacketRead rejected=%v, want %v", name, err != nil, tt.readRejected)
 		}
 		if tt.readRejected {
 			continue
 		}
+		if read.Ignore != tt.dropped {
+			t.Errorf("%s: OnPacketRead marked Ignore=%v, want %v", name, read.Ignore, tt.dropped)
+		}
 		if got := h.OnACLCheck(cl, tt.topic, true); got != tt.aclAllows {
 			t.Errorf("%s: OnACLCheck = %v, want %v", name, got, tt.aclAllows)
-		}
-		if !tt.aclAllows {
-			continue
-		}
-		_, err := h.OnPublish(cl, pk)
-		if got := errors.Is(err, packets.CodeSuccessIgnore); got != tt.dropped {
-			t.Errorf("%s: OnPublish dropped=%v (%v), want %v", name, got, err, tt.dropped)
 		}
 	}
 }

@@ -133,8 +133,8 @@ func (h *Hook) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 // OnPublish takes a message from an MQTT client that a route wants into the
 // client's pipeline, and lets through the messages the pipeline gives back.
 func (h *Hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if cl.Net.Inline || h.noRoutes {
-		return pk, nil
+	if cl.Net.Inline || h.noRoutes || pk.Ignore {
+		return pk, nil // Ignore: acked and dropped by mochi (a denied 3.1.1 publish), so never routed
 	}
 	if released, drop := h.broker.Released(&pk); released {
 		if drop {

@@ -108,3 +108,22 @@ func TestHookKeepsASessionAsMochiDoes(t *testing.T) {
 		t.Error("an expired session was passed on")
 	}
 }
+
+// TestIgnoredPublishIsNeverRouted: a publish mochi will ack and drop (the
+// broker's auth hook marks a denied MQTT 3.1.1 publish Ignore in
+// OnPacketRead) is passed by, never taken into a route.
+func TestIgnoredPublishIsNeverRouted(t *testing.T) {
+	h := &Hook{} // no router and no broker: any attempt to route would panic
+	cl := connect(h, "anonymous", 4, true)
+	pk := publish(1, false, "ansible/playbook/1/action/start", "forged")
+	pk.Ignore = true
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("the hook tried to route an ignored publish: %v", r)
+		}
+	}()
+	got, err := h.OnPublish(cl, pk)
+	if err != nil || !got.Ignore {
+		t.Fatalf("OnPublish = Ignore %v, %v; want the packet passed by unchanged", got.Ignore, err)
+	}
+}
