@@ -71,13 +71,7 @@ func msg(dest, payload, id string) bus.Message {
 
 func waitReady(t *testing.T, s sinks.Sink) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !s.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatalf("sink %s never became ready", s.Name())
-		}
-		time.Sleep(20 * time.Millisecond) // polling the connection state
-	}
+	testkit.Eventually(t, s.Ready, "sink %s to become ready", s.Name())
 }
 
 func publishOne(t *testing.T, h Harness) {
@@ -233,13 +227,7 @@ func outage(t *testing.T, h Harness) {
 	s, ch := h.New(t)
 	waitReady(t, s)
 	restore := h.Outage(t)
-	deadline := time.Now().Add(timeout)
-	for s.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("sink still Ready during the outage")
-		}
-		time.Sleep(20 * time.Millisecond) // waiting for the client to notice the outage
-	}
+	testkit.Eventually(t, func() bool { return !s.Ready() }, "the sink to notice the outage (not Ready)")
 	start := time.Now()
 	err := s.Publish(context.Background(), msg(h.Dest("sinktest", "outage"), "lost?", "outage-1"))
 	if !errors.Is(err, bus.ErrUnavailable) {
@@ -254,25 +242,22 @@ func outage(t *testing.T, h Harness) {
 	// The destination's consumer reconnects on its own schedule and may
 	// miss a message sent before it has subscribed again, so the message
 	// is sent until one arrives; every send must succeed.
-	deadline = time.Now().Add(timeout)
-	for i := 2; ; i++ {
-		if err := s.Publish(context.Background(), msg(dest, "after", fmt.Sprint("outage-", i))); err != nil {
+	sent := 1
+	testkit.Eventually(t, func() bool {
+		sent++
+		if err := s.Publish(context.Background(), msg(dest, "after", fmt.Sprint("outage-", sent))); err != nil {
 			t.Fatalf("Publish after the outage: %v", err)
 		}
-		wait := time.After(time.Second)
-	drain:
+		window := time.After(time.Second) // for this send to arrive before the next
 		for {
 			select {
 			case d := <-ch:
 				if string(d.Payload) == "after" {
-					return
+					return true
 				}
-			case <-wait:
-				break drain
+			case <-window:
+				return false
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing published after the outage arrived")
-		}
-	}
+	}, "a message published after the outage to arrive")
 }
