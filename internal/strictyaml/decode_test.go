@@ -216,7 +216,7 @@ func TestDecode(t *testing.T) {
 		{name: "env error in a TextUnmarshaler", yaml: "level: ${LEVEL}\n",
 			errs: []string{`level: environment variable LEVEL is not set (use ${LEVEL:-} to allow empty)`}},
 		{name: "long values are clipped in messages", yaml: "port: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
-			errs: []string{`port: expected an integer, got "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa..."`}},
+			errs: []string{`port: expected an integer, got "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…"`}},
 		{name: "integer forms", yaml: "small: -0x10\nport: 0o17\nbroker:\n  max_queued: +0b101\nptr: -9223372036854775808\n",
 			check: func(t *testing.T, c *config) {
 				assert.Equal(t, int8(-16), c.Small)

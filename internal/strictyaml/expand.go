@@ -3,6 +3,8 @@ package strictyaml
 import (
 	"fmt"
 	"strings"
+
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 )
 
 // expandEnv replaces ${VAR} and ${VAR:-default} in s. "$${" is a literal
@@ -72,19 +74,9 @@ func validEnvName(name string) bool {
 	return true
 }
 
-// clip shortens s for an error message.
-func clip(s string) string {
-	const max = 40
-	if len(s) <= max {
-		return s
-	}
-	// Do not cut a UTF-8 sequence in half.
-	cut := max
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+// clip shortens s for an error message: 40 bytes at most, "…" included,
+// cut at a character boundary.
+func clip(s string) string { return ellipsis.Cut(s, 40) }
 
 // unsetError is ErrUnsetVariable, naming the variable.
 type unsetError struct{ name string }

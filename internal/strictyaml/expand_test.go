@@ -70,10 +70,10 @@ func TestExpandEnv(t *testing.T) {
 func TestClip(t *testing.T) {
 	assert.Equal(t, "short", clip("short"))
 	long := fmt.Sprintf("%050d", 0)
-	assert.Equal(t, long[:40]+"...", clip(long))
+	assert.Equal(t, long[:37]+"…", clip(long))
 	// Multi-byte characters are not cut in half.
-	s := "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + "é" + "bbbbbbbb"
-	assert.Equal(t, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...", clip(s))
+	s := "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" + "é" + "bbbbbbbb"
+	assert.Equal(t, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…", clip(s))
 }
 
 func TestKeyPath(t *testing.T) {
