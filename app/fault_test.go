@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/opsfirehose/firehose/internal/bytesize"
@@ -149,15 +148,7 @@ func sendUntilAccepted(url, body string, refused *atomic.Int64) error {
 // server at url, from its first message; its connection closes with the test.
 func firehoseConsumer(ctx context.Context, t *testing.T, url string) jetstream.Consumer {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnats.JetStream(t, url)
 	cons, err := js.OrderedConsumer(ctx, "FIREHOSE", jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)

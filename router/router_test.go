@@ -217,15 +217,7 @@ func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
 	}
 
 	srv.Restart()
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnats.JetStream(t, srv.URL())
 	cons, err := js.OrderedConsumer(context.Background(), "FIREHOSE", jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -320,15 +312,7 @@ func TestOutboxSurvivesARestartOfTheRouter(t *testing.T) {
 
 	srv.Restart()
 	newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs) // replays in the background
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnats.JetStream(t, srv.URL())
 	testkit.Eventually(t, func() bool { // the stream exists once the replay created it
 		st, err := js.Stream(context.Background(), "FIREHOSE")
 		if err != nil {
@@ -421,20 +405,13 @@ func TestJetStreamClusterNodeLoss(t *testing.T) {
 	testkit.EventuallyWithin(t, 4*testkit.WaitTimeout, func() bool { return gauge(t, f.reg, "firehose_outbox_messages", "all") == 0 },
 		"the outbox of route all to drain after the node loss")
 
-	nc, err := nats.Connect(strings.Join(cluster.URLs()[1:], ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnats.JetStream(t, strings.Join(cluster.URLs()[1:], ","))
 	// The stream's leader and the cluster's meta leader (which creating a
 	// consumer needs) may still be in election after the node loss: ask
 	// until they answer.
 	var st jetstream.Stream
 	var info *jetstream.StreamInfo
+	var err error
 	testkit.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

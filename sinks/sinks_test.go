@@ -57,15 +57,7 @@ func natsHeaders(h nats.Header) map[string]string {
 // that natsConfig's JetStream sinks make.
 func sinktestStream(t *testing.T, url string) (jetstream.Stream, error) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnats.JetStream(t, url)
 	return js.Stream(context.Background(), "SINKTEST")
 }
 
@@ -136,15 +128,7 @@ func TestJetStreamConformance(t *testing.T) {
 func consumeStream(t *testing.T, url, stream string) <-chan sinktest.Delivery {
 	t.Helper()
 	ch := make(chan sinktest.Delivery, 100000)
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnats.JetStream(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
 	go func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
@@ -279,15 +263,7 @@ func TestEmbeddedBrokerConformance(t *testing.T) {
 // (the router drops and counts it) instead of stalling an outbox for good.
 func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 	srv := testnats.Start(t)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnats.JetStream(t, srv.URL())
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 64}); err != nil {
 		t.Fatal(err)
 	}
@@ -385,15 +361,7 @@ func TestJetStreamMakesALostStreamWithoutAPublish(t *testing.T) {
 	defer s.Close(context.Background())
 	testkit.Eventually(t, s.Ready, "the sink to be ready")
 
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testnats.JetStream(t, srv.URL())
 	if err := js.DeleteStream(context.Background(), "SINKTEST"); err != nil {
 		t.Fatal(err)
 	}
@@ -486,15 +454,7 @@ func TestNATSLimits(t *testing.T) {
 	if lim := js.Limit(); lim.Bytes != 256<<10 || lim.From != "the NATS server's max_payload" {
 		t.Errorf("connected, no stream: %+v", lim)
 	}
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	jsc, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	jsc := testnats.JetStream(t, srv.URL())
 	if _, err := jsc.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 1000}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
@@ -135,4 +137,21 @@ func (c *Cluster) URLs() []string {
 		urls = append(urls, s.URL())
 	}
 	return urls
+}
+
+// JetStream connects a client to the server(s) at url (a comma-separated
+// list, as nats.Connect takes) and returns its JetStream context; the
+// connection closes when the test ends.
+func JetStream(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
