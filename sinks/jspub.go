@@ -45,6 +45,11 @@ type jsPublisher struct {
 	// room is closed when a pending ack is settled, for those waiting
 	// for room (or for none to be pending); nil when nobody waits.
 	room chan struct{}
+
+	// timers are the publishes' confirm timeouts, reused: a context with
+	// a deadline per Publish cost the routed path more than the ack's
+	// parsing.
+	timers sync.Pool
 }
 
 // ackSlot is where a pending ack's outcome goes: message i of a batch.
@@ -71,7 +76,8 @@ func newJSPublisher(nc *nats.Conn, maxPending int) (*jsPublisher, error) {
 		// late ones for what was given up: room for both. If it ever
 		// fills, nats.go drops the ack (a slow consumer error) and the
 		// message waits for its confirm timeout, then the outbox.
-		acks: make(chan *nats.Msg, 2*maxPending+256),
+		acks:   make(chan *nats.Msg, 2*maxPending+256),
+		timers: sync.Pool{New: newStoppedTimer},
 	}
 	if _, err := nc.ChanSubscribe(p.prefix+"*", p.acks); err != nil {
 		return nil, fmt.Errorf("subscribe to the ack inbox: %w", err)
@@ -79,13 +85,12 @@ func newJSPublisher(nc *nats.Conn, maxPending int) (*jsPublisher, error) {
 	return p, nil
 }
 
-// timers are the publishes' confirm timeouts, reused: a context with a
-// deadline per Publish cost the routed path more than the ack's parsing.
-var timers = sync.Pool{New: func() any {
+// newStoppedTimer makes a timer for the timers pool.
+func newStoppedTimer() any {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return t
-}}
+}
 
 // publish sends msgs to JetStream and waits for their acks, at most
 // timeout, taking acks from the inbox (its own and others') meanwhile. errs
@@ -97,11 +102,11 @@ func (p *jsPublisher) publish(ctx context.Context, timeout time.Duration, msgs [
 	if n == 0 {
 		return nil, nil
 	}
-	timer := timers.Get().(*time.Timer)
+	timer := p.timers.Get().(*time.Timer)
 	timer.Reset(timeout)
 	defer func() {
 		timer.Stop() // since Go 1.23, no stale tick is left in its channel
-		timers.Put(timer)
+		p.timers.Put(timer)
 	}()
 	expired := func() error { return fmt.Errorf("no ack within %s: %w", timeout, context.DeadlineExceeded) }
 	b := &ackBatch{n: n, left: n, done: make(chan struct{})}
