@@ -319,12 +319,11 @@ func get(t *testing.T, u string) (int, string) {
 	return resp.StatusCode, sb.String()
 }
 
-// A snapshot holds every message published before it was asked for: the
-// page refreshes a view when its stream shows a message, and the stream
-// and the aggregator are separate subscribers, so a snapshot taken before
-// the aggregator caught up would leave the view without that message until
-// the next one. A burst the aggregator cannot have applied by the time the
-// request arrives shows it.
+// A snapshot holds every message published before it was asked for, though
+// the aggregator applies them on a goroutine of its own: a burst it cannot
+// have applied by the time the request arrives shows it (and
+// TestAStreamMessageIsInTheSnapshotItPrompts, that this holds for the
+// message a stream just showed).
 func TestASnapshotHoldsWhatWasPublishedBeforeIt(t *testing.T) {
 	b, base := bridgeWith(t, nil)
 	const n = 4000 // below the aggregator's queue, so none is dropped

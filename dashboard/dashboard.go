@@ -84,10 +84,17 @@ type Dashboard struct {
 	plays   *plays
 	changes *changes
 	filters map[string][]string // each view's live filters
+	// aggregated are the filters the aggregator reads, each with its kind.
+	aggregated []struct{ kind, filter string }
 
 	in      chan item
 	ids     atomic.Int64
 	streams chan struct{} // a slot per open stream
+	// readers are the open streams' live subscriptions to the topics that
+	// do not start with '$', which reach them through deliver, after the
+	// aggregator: copied on write, so deliver reads them without a lock.
+	readersMu sync.Mutex
+	readers   atomic.Pointer[[]*reader]
 
 	streamsOpen prometheus.Gauge
 	dropped     *prometheus.CounterVec // by who: "aggregator", "stream"
@@ -135,6 +142,14 @@ func New(cfg Config, opts Options) (*Dashboard, error) {
 		"ansible": {p.Ansible + "/playbook/#"},
 		"changes": {p.ConfigDB + "/#", p.Gerrit + "/#", p.Launchpad + "/#", p.Subunit + "/#"},
 	}
+	d.aggregated = []struct{ kind, filter string }{
+		{"chef", d.filters["fleet"][0]},
+		{"ansible", d.filters["ansible"][0]},
+		{"configdb", d.filters["changes"][0]},
+		{"gerrit", d.filters["changes"][1]},
+		{"launchpad", d.filters["changes"][2]},
+		{"subunit", d.filters["changes"][3]},
+	}
 	d.ids.Store(1 << 20) // clear of any other inline subscriber's small ids
 	if opts.Registerer != nil {
 		if err := metric.Register(opts.Registerer, d.streamsOpen, d.dropped); err != nil {
@@ -145,9 +160,10 @@ func New(cfg Config, opts Options) (*Dashboard, error) {
 	return d, nil
 }
 
-// Start subscribes the aggregator to the bus. It returns once the retained
-// messages (every node's status) are queued for it; ctx bounds the start, not
-// the dashboard's life, which Close ends.
+// Start subscribes the dashboard to the bus: its aggregator, and the live
+// part of every stream. It returns once the retained messages (every node's
+// status) are queued for the aggregator; ctx bounds the start, not the
+// dashboard's life, which Close ends.
 func (d *Dashboard) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dashboard: start: %w", err)
@@ -165,37 +181,96 @@ func (d *Dashboard) Start(ctx context.Context) error {
 	if d.opts.Source == nil {
 		return nil
 	}
-	subs := []struct{ kind, filter string }{
-		{"chef", d.filters["fleet"][0]},
-		{"ansible", d.filters["ansible"][0]},
-		{"configdb", d.filters["changes"][0]},
-		{"gerrit", d.filters["changes"][1]},
-		{"launchpad", d.filters["changes"][2]},
-		{"subunit", d.filters["changes"][3]},
+	// One subscription for everything but '$' topics (which no aggregator
+	// filter matches, and "#" does not), so that each message reaches the
+	// aggregator before any stream: see deliver.
+	unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), "#", d.deliver)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
 	}
-	for _, s := range subs {
-		kind := s.kind
-		unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), s.filter, func(m bus.Message) {
-			it := item{kind: kind, topic: m.Topic, payload: append([]byte(nil), m.Payload...), received: time.Now()}
-			if m.Retain { // the replay on Start's goroutine: wait rather than lose a node
-				select {
-				case d.in <- it:
-				case <-d.ctx.Done():
-				}
-				return
-			}
+	d.unsub = append(d.unsub, unsub)
+	return nil
+}
+
+// deliver hands a message from the bus to the aggregator, then to the
+// streams that match it, in that order and on the publisher's goroutine:
+// a stream's reader can see a message only once the aggregator was handed
+// it, so a snapshot it asks for then (settle) holds it. Two subscriptions,
+// one the aggregator's and one a stream's, would be called in the broker's
+// map order, and a view could fetch its snapshot before the aggregator was
+// handed the message that prompted it. It must not block: the aggregator
+// and each stream have a bounded queue, and drop and count beyond it.
+func (d *Dashboard) deliver(m bus.Message) {
+	for _, a := range d.aggregated { // each filter that matches, as separate subscribers would get it
+		if !topics.Match(a.filter, m.Topic) {
+			continue
+		}
+		it := item{kind: a.kind, topic: m.Topic, payload: append([]byte(nil), m.Payload...), received: time.Now()}
+		if m.Retain { // the replay on Start's goroutine: wait rather than lose a node
 			select {
 			case d.in <- it:
-			default:
-				d.dropped.WithLabelValues("aggregator").Inc()
+			case <-d.ctx.Done():
 			}
-		})
-		if err != nil {
-			return fmt.Errorf("dashboard: %w", err)
+			continue
 		}
-		d.unsub = append(d.unsub, unsub)
+		select {
+		case d.in <- it:
+		default:
+			d.dropped.WithLabelValues("aggregator").Inc()
+		}
 	}
-	return nil
+	if m.Retain {
+		return // Start's replay is the aggregator's: a stream replays its own
+	}
+	if rs := d.readers.Load(); rs != nil {
+		for _, r := range *rs {
+			if r.matches(m.Topic) {
+				r.offer(m)
+			}
+		}
+	}
+}
+
+// reader is a stream's live subscription through deliver.
+type reader struct {
+	filters []string
+	offer   func(bus.Message) // must not block
+}
+
+// matches says whether any of the reader's filters matches topic, so that a
+// message matching several comes once.
+func (r *reader) matches(topic string) bool {
+	for _, f := range r.filters {
+		if topics.Match(f, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// addReader makes deliver hand r the messages it matches, until the
+// returned function is called.
+func (d *Dashboard) addReader(r *reader) (remove func()) {
+	d.readersMu.Lock()
+	defer d.readersMu.Unlock()
+	var rs []*reader
+	if old := d.readers.Load(); old != nil {
+		rs = append(rs, *old...)
+	}
+	rs = append(rs, r)
+	d.readers.Store(&rs)
+	return func() {
+		d.readersMu.Lock()
+		defer d.readersMu.Unlock()
+		old := *d.readers.Load()
+		rs := make([]*reader, 0, len(old))
+		for _, o := range old {
+			if o != r {
+				rs = append(rs, o)
+			}
+		}
+		d.readers.Store(&rs)
+	}
 }
 
 // Close ends the subscriptions and every open stream, and waits, until ctx
@@ -239,10 +314,9 @@ func (d *Dashboard) aggregate() {
 
 // settle waits, until ctx is done, for the aggregator to apply every
 // message it was handed before the call. A view refreshes its snapshot when
-// its stream shows a message; the stream and the aggregator are separate
-// subscribers, so without this wait the snapshot could be taken before the
-// aggregator applied that message, and the view would show it only with the
-// next one (seen on a busy machine: a Gerrit comment never appeared).
+// its stream shows a message, and deliver hands each message to the
+// aggregator before any stream, so with this wait the snapshot holds that
+// message (without it, on a busy machine, a Gerrit comment never appeared).
 func (d *Dashboard) settle(ctx context.Context) {
 	d.mu.Lock()
 	started := d.started

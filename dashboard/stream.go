@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,7 +96,48 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 		dropped     int64
 		queued      atomic.Int64 // payload bytes in ch
 	)
+	drop := func() {
+		mu.Lock()
+		dropped++
+		mu.Unlock()
+		d.dropped.WithLabelValues("stream").Inc()
+	}
+	offer := func(m bus.Message) { // live, on the publisher's goroutine: never blocks
+		size := 0
+		if withPayload {
+			size = len(m.Payload)
+		}
+		if queued.Add(int64(size)) > maxQueuedBytes {
+			queued.Add(-int64(size))
+			drop()
+			return
+		}
+		select {
+		case ch <- streamMsg{topic: m.Topic, payload: append([]byte(nil), m.Payload[:size]...), qos: m.QoS, received: time.Now()}:
+		default:
+			queued.Add(-int64(size))
+			drop()
+		}
+	}
+	// Live messages of the filters that do not start with '$' come through
+	// deliver, after the aggregator has them (so a snapshot asked for on
+	// seeing one holds it); the aggregator reads no '$' topic, so those come
+	// straight from the bus. Registered before the replay below, so that
+	// nothing published meanwhile is lost.
+	var live []string
+	for _, f := range filters {
+		if !strings.HasPrefix(f, "$") {
+			live = append(live, f)
+		}
+	}
+	if len(live) > 0 {
+		defer d.addReader(&reader{filters: live, offer: offer})()
+	}
 	for i, f := range filters {
+		dollar := strings.HasPrefix(f, "$")
+		if !dollar && !retained {
+			continue
+		}
 		earlier := filters[:i]
 		unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), f, func(m bus.Message) {
 			for _, e := range earlier { // overlapping filters: deliver once
@@ -103,49 +145,38 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			sm := streamMsg{topic: m.Topic, qos: m.QoS, retained: m.Retain, received: time.Now()}
+			if !m.Retain {
+				if dollar {
+					offer(m)
+				}
+				return
+			}
+			// Replayed on this goroutine, inside Subscribe.
+			if !retained {
+				return
+			}
 			size := 0
 			if withPayload {
 				size = len(m.Payload)
 			}
-			if m.Retain { // replayed on this goroutine, inside Subscribe
-				if !retained {
-					return
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if len(replay) >= maxReplay || replayBytes+size > maxReplayBytes {
-					truncated = true
-					return
-				}
-				sm.payload = append([]byte(nil), m.Payload[:size]...)
-				replay, replayBytes = append(replay, sm), replayBytes+size
+			mu.Lock()
+			defer mu.Unlock()
+			if len(replay) >= maxReplay || replayBytes+size > maxReplayBytes {
+				truncated = true
 				return
 			}
-			drop := func() {
-				mu.Lock()
-				dropped++
-				mu.Unlock()
-				d.dropped.WithLabelValues("stream").Inc()
-			}
-			if queued.Add(int64(size)) > maxQueuedBytes {
-				queued.Add(-int64(size))
-				drop()
-				return
-			}
-			sm.payload = append([]byte(nil), m.Payload[:size]...)
-			select {
-			case ch <- sm:
-			default:
-				queued.Add(-int64(size))
-				drop()
-			}
+			sm := streamMsg{topic: m.Topic, payload: append([]byte(nil), m.Payload[:size]...), qos: m.QoS, retained: true, received: time.Now()}
+			replay, replayBytes = append(replay, sm), replayBytes+size
 		})
 		if err != nil {
 			httpserver.WriteError(w, http.StatusInternalServerError, "subscribe: "+err.Error(), "filter")
 			return
 		}
-		defer unsub()
+		if dollar {
+			defer unsub()
+		} else {
+			unsub() // subscribed for the replay alone
+		}
 	}
 
 	rc := http.NewResponseController(w)
