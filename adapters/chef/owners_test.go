@@ -241,6 +241,29 @@ func TestOwnersRereadAFileFinishedDuringTheRead(t *testing.T) {
 	}
 }
 
+// A lock directory that goes missing is one refused reload, logged once,
+// however many looks find it missing; the ownership stays.
+func TestOwnersMissingDirectoryIsReportedOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "locks")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeLock(t, dir, "base.lock.json", "base", []string{"ntp"})
+	o, err := newTestOwners(t, ownersFrom(t, "teams: {core: {policies: [base]}}\npolicy_locks: "+dir+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		o.reload()
+	}
+	if got := testutil.ToFloat64(o.reloads.WithLabelValues("error")); got != 1 || o.owner("ntp") != "core" {
+		t.Errorf("a missing directory looked at 3 times: %v refused reloads, ntp owned by %q; want 1 and core", got, o.owner("ntp"))
+	}
+}
+
 func TestGlob(t *testing.T) {
 	tests := []struct {
 		pattern, name string
