@@ -158,6 +158,42 @@ func TestMergeAllocatesWhatItKeeps(t *testing.T) {
 	}
 }
 
+// TestMergeNamesWhatIsNotAnObject: only objects merge, and the error says
+// which document is what, in JSON's words.
+func TestMergeNamesWhatIsNotAnObject(t *testing.T) {
+	for doc, kind := range map[string]string{
+		`5`:      "a number",
+		`-0.5e3`: "a number",
+		`["a"]`:  "an array",
+		`"x"`:    "a string",
+		`true`:   "a boolean",
+		`null`:   "null",
+		``:       "empty",
+		" \n":    "empty",
+		`?`:      "not JSON",
+	} {
+		_, err := new(merger).merge([]source{{body: []byte(`{"a":1}`), what: "values at /"}, {body: []byte(doc), level: 1, what: "overrides at /l/v/"}}, []string{"/", "/l/v/"})
+		want := "effective values merge JSON objects only, and the overrides at /l/v/ are " + kind
+		if KindOf(err) != Invalid || err.Error() != want {
+			t.Errorf("%q: got %v, want %q", doc, err, want)
+		}
+	}
+}
+
+func TestKeysBatchMessages(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"a":1}`:       `the body must be an array of keys paths such as [["a","b","value"]]; it is an object`,
+		`1`:             `the body must be an array of keys paths such as [["a","b","value"]]; it is a number`,
+		`"a"`:           `the body must be an array of keys paths such as [["a","b","value"]]; it is a string`,
+		`[["a",1],"b"]`: `keys path 1 must be an array, such as ["a","b"]`,
+	} {
+		_, err := ParseKeysBatch(KeysSet, []byte(body))
+		if KindOf(err) != Invalid || err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %q", body, err, want)
+		}
+	}
+}
+
 // TestMergeUnsortedSources: documents not in canonical order (never stored
 // by this package, but possible) merge the same, in first-seen key order.
 func TestMergeUnsortedSources(t *testing.T) {
