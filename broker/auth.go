@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/internal/credentials"
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -125,6 +126,7 @@ func newAuthHook(log zerolog.Logger, m *metrics, policy *accessPolicy, cfg Confi
 		throttle: newLoginThrottle(cfg.Login, nil), timeout: cfg.ConnectTimeout,
 		maxTopicAlias: uint16(cfg.MaxTopicAlias),
 		denials:       denialLog{log: log},
+		loginLog:      rateLimitedLog{log: log, what: "refused connections"},
 	}
 }
 
@@ -280,13 +282,11 @@ func (h *authHook) refused(client, username, remote, listener, reason, why strin
 	if reason == refusedBadCredentials {
 		h.metrics.authFailures.Inc()
 	}
-	h.loginLog.do(func(suppressed int) {
-		ev := h.log.Warn().Str("client", client).Str("username", username).Str("remote", remote).Str("reason", reason)
+	h.loginLog.do(func() {
+		ev := h.log.Warn().Str("client", ellipsis.Cut(client, maxLoggedField)).Str("username", ellipsis.Cut(username, maxLoggedField)).
+			Str("remote", remote).Str("reason", reason)
 		if listener != "" {
 			ev = ev.Str("listener", listener)
-		}
-		if suppressed > 0 {
-			ev = ev.Int("similar_suppressed", suppressed)
 		}
 		ev.Msg("refused connection: " + why)
 	})

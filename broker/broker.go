@@ -38,6 +38,8 @@ type Broker struct {
 	inline  *mqtt.Client
 	auth    *authHook
 	gate    *gate
+	flow    *flowHook
+	drops   *dropHook
 	store   *storeHook
 	metrics *metrics
 
@@ -100,6 +102,7 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 		maxPacket:      int(cfg.MaxPacketSize),
 		metrics:        b.metrics,
 		log:            log,
+		warn:           rateLimitedLog{log: log, what: "connections closed before their CONNECT or for an oversized packet"},
 		disconnect:     func(cl *mqtt.Client, code packets.Code) { _ = server.DisconnectClient(cl, code) },
 	}
 	b.auth = newAuthHook(log, b.metrics, newAccessPolicy(cfg.AllowAnonymous, cfg.Users), cfg)
@@ -108,13 +111,16 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	if err := server.AddHook(b.auth, nil); err != nil {
 		return nil, fmt.Errorf("broker: auth hook: %w", err)
 	}
-	if err := server.AddHook(&flowHook{maxQueued: cfg.MaxQueuedMessages, metrics: b.metrics, log: log}, nil); err != nil {
+	b.flow = &flowHook{maxQueued: cfg.MaxQueuedMessages, metrics: b.metrics, log: log,
+		warn: rateLimitedLog{log: log, what: "QoS 0 messages dropped for slow MQTT 5 subscribers"}}
+	if err := server.AddHook(b.flow, nil); err != nil {
 		return nil, fmt.Errorf("broker: flow hook: %w", err)
 	}
 	if err := server.AddHook(&protocolHook{maxPacketSize: uint32(cfg.MaxPacketSize), maxTopicAlias: uint16(cfg.MaxTopicAlias)}, nil); err != nil {
 		return nil, fmt.Errorf("broker: protocol hook: %w", err)
 	}
-	if err := server.AddHook(newDropHook(log, b.metrics), nil); err != nil {
+	b.drops = newDropHook(log, b.metrics)
+	if err := server.AddHook(b.drops, nil); err != nil {
 		return nil, fmt.Errorf("broker: drop hook: %w", err)
 	}
 	if cfg.Persistence.Path != "" {
@@ -284,7 +290,7 @@ func userProperties(headers map[string]string) []packets.UserProperty {
 func (b *Broker) Close(_ context.Context) error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
-		defer b.auth.denials.stop() // after the clients, whose last denials it counts
+		defer b.stopLogs() // after the clients, whose last refusals and drops they count
 		if b.started.Load() {
 			b.closeErr = b.server.Close() // closes listeners, clients and hooks
 			return
@@ -295,6 +301,15 @@ func (b *Broker) Close(_ context.Context) error {
 		b.closeErr = b.closeHooks()
 	})
 	return b.closeErr
+}
+
+// stopLogs writes the counts of refusals and drops not logged yet, and ends
+// their logs' timers.
+func (b *Broker) stopLogs() {
+	b.auth.denials.stop()
+	for _, l := range []*rateLimitedLog{&b.auth.loginLog, &b.gate.warn, &b.flow.warn, &b.drops.warn} {
+		l.stop()
+	}
 }
 
 func (b *Broker) closeHooks() error {

@@ -69,9 +69,8 @@ func (h *flowHook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	cl.State.Inflight.ResetSendQuota(0)
 	gc.setWindow(&window{limit: rm, maxHeld: h.maxQueued, unacked: map[uint16]struct{}{}, dropped: func(topic []byte) {
 		h.metrics.droppedSlow.Add(1)
-		h.warn.do(func(suppressed int) {
+		h.warn.do(func() {
 			h.log.Warn().Str("client", cl.ID).Str("remote", cl.Net.Remote).Bytes("topic", topic).
-				Int("drops_since_last_warning", suppressed+1).
 				Msg("dropping QoS 0 messages for a slow MQTT 5 subscriber: it has its Receive Maximum unacknowledged and broker.max_queued_messages wait behind them")
 		})
 	}})

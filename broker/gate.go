@@ -134,11 +134,8 @@ func (g *gate) refused(listener string, remote net.Addr, err error) {
 		}
 	}
 	g.metrics.refuse(reason)
-	g.warn.do(func(suppressed int) {
+	g.warn.do(func() {
 		ev := g.log.Warn().Err(err).Str("listener", listener).Str("remote", addrString(remote)).Str("reason", reason)
-		if suppressed > 0 {
-			ev = ev.Int("similar_suppressed", suppressed)
-		}
 		ev.Msg("closed a connection before its CONNECT")
 	})
 }
@@ -578,13 +575,10 @@ func (c *gatedConn) tooLarge(err error) error {
 		return err // malformed: mochi's own error handling applies
 	}
 	c.g.metrics.refuse(refusedPacketTooLarge)
-	c.g.warn.do(func(suppressed int) {
+	c.g.warn.do(func() {
 		ev := c.g.log.Warn().Err(err).Str("remote", addrString(c.RemoteAddr()))
 		if cl != nil {
 			ev = ev.Str("client", cl.ID).Str("username", string(cl.Properties.Username))
-		}
-		if suppressed > 0 {
-			ev = ev.Int("similar_suppressed", suppressed)
 		}
 		ev.Msg("disconnected a client that sent a packet over broker.max_packet_size")
 	})

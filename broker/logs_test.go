@@ -21,7 +21,7 @@ import (
 type logLine struct {
 	Level, Message, Component       string
 	Client, Username, Topic, Remote string
-	Denials                         int
+	Denials, Suppressed             int
 	raw                             string
 }
 
@@ -43,7 +43,8 @@ func parseLog(t *testing.T, s string) []logLine {
 }
 
 // startLogged starts a broker that logs JSON at info to logs, with the
-// denials' interval given, and one user who may publish under pub/#.
+// interval of its denials' and refused logins' counts given, and one user
+// who may publish under pub/#.
 func startLogged(t *testing.T, logs *testkit.SyncBuffer, interval time.Duration) *Broker {
 	t.Helper()
 	cfg := testConfig()
@@ -53,6 +54,7 @@ func startLogged(t *testing.T, logs *testkit.SyncBuffer, interval time.Duration)
 		t.Fatal(err)
 	}
 	b.auth.denials.interval = interval
+	b.auth.loginLog.interval = interval
 	if err := b.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -191,5 +193,48 @@ func TestDenialCountsAreLoggedEachInterval(t *testing.T) {
 	first, more := counted()
 	if first+more != total || first < 1 {
 		t.Errorf("%d denials logged as %d first lines and counts of %d in all:\n%s", total, first, more, logs.String())
+	}
+}
+
+// TestRefusedLoginsAreCountedWhenTheyStop: a burst of refused logins gives
+// one full line, and the count of the rest is logged when the interval ends,
+// with no later login to carry it and before the broker closes.
+func TestRefusedLoginsAreCountedWhenTheyStop(t *testing.T) {
+	var logs testkit.SyncBuffer
+	b := startLogged(t, &logs, 20*time.Millisecond)
+	counted := func() (full, more int) {
+		for _, l := range parseLog(t, logs.String()) {
+			switch {
+			case strings.HasPrefix(l.Message, "refused connection: "):
+				full++
+			case strings.Contains(l.Message, " more refused connections in the last "):
+				more += l.Suppressed
+			}
+		}
+		return full, more
+	}
+	total := 0
+	refuse := func() {
+		if _, err := testkit.Dial(t, url(b, "tcp", "mqtt"), testkit.ClientOptions{Username: "pub", Password: "wrong"}); err == nil {
+			t.Fatal("a wrong password was let in")
+		}
+		total++
+	}
+	// Refuse until the timer has logged a count, then stop.
+	testkit.Eventually(t, func() bool {
+		for range 5 {
+			refuse()
+		}
+		_, more := counted()
+		return more > 0
+	}, "a count of refused logins logged while they go on")
+	refuse()
+	testkit.Eventually(t, func() bool {
+		full, more := counted()
+		return full+more == total
+	}, "every one of %d refused logins logged or counted, without a later one", total)
+	full, more := counted()
+	if full < 1 || more < 1 {
+		t.Errorf("%d refused logins gave %d full lines and counts of %d:\n%s", total, full, more, logs.String())
 	}
 }

@@ -105,7 +105,7 @@ type dropHook struct {
 }
 
 func newDropHook(log zerolog.Logger, m *metrics) *dropHook {
-	return &dropHook{log: log, metrics: m}
+	return &dropHook{log: log, metrics: m, warn: rateLimitedLog{log: log, what: "messages dropped for slow subscribers"}}
 }
 
 func (h *dropHook) ID() string { return "firehose-drops" }
@@ -116,9 +116,8 @@ func (h *dropHook) Provides(b byte) bool { return b == mqtt.OnPublishDropped || 
 // logs at most once per interval.
 func (h *dropHook) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
 	h.metrics.droppedSlow.Add(1)
-	h.warn.do(func(suppressed int) {
+	h.warn.do(func() {
 		h.log.Warn().Str("client", cl.ID).Str("remote", cl.Net.Remote).Str("topic", pk.TopicName).
-			Int("drops_since_last_warning", suppressed+1).
 			Msg("dropping messages for a slow subscriber: its queue is full (broker.max_queued_messages)")
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 )
 
 // mochiHandler is the slog handler mochi logs through, in front of
@@ -64,7 +66,7 @@ func packetSummary(a slog.Attr) slog.Attr {
 	}
 	attrs := []any{slog.Int("type", int(pk.FixedHeader.Type)), slog.Int("id", int(pk.PacketID))}
 	if pk.TopicName != "" {
-		attrs = append(attrs, slog.String("topic", clip(pk.TopicName)))
+		attrs = append(attrs, slog.String("topic", ellipsis.Cut(pk.TopicName, maxLoggedField)))
 	}
 	if len(pk.Payload) > 0 {
 		attrs = append(attrs, slog.Int("payload_bytes", len(pk.Payload)))

@@ -6,34 +6,95 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 )
 
-// rateLimitedLog runs a log call at most once per interval, and tells the next
-// call how many were suppressed, so a misbehaving client cannot flood the logs.
+// rateLimitedLog writes at most one line per interval for events a client
+// can repeat at will (refused logins, oversized packets, dropped messages),
+// so that a misbehaving client cannot flood the logs. The first event of an
+// interval is logged in full, by the caller's function; the ones after it
+// are counted, and the count is logged when the interval ends, so that a
+// burst that stops is still reported, not only when the next event comes.
 type rateLimitedLog struct {
+	log      zerolog.Logger
+	what     string        // the events, plural, for the count's line: "refused connections"
 	interval time.Duration // zero means 10s
 
 	mu         sync.Mutex
-	last       time.Time
-	suppressed int
+	last       time.Time // when the last full line was written
+	suppressed int       // events counted since then, not logged yet
+	timer      *time.Timer
+	stopped    bool
 }
 
-func (r *rateLimitedLog) do(log func(suppressed int)) {
-	interval := r.interval
-	if interval == 0 {
-		interval = 10 * time.Second
-	}
+// do runs log, or counts the event when a line was written less than an
+// interval ago.
+func (r *rateLimitedLog) do(log func()) {
 	r.mu.Lock()
-	now := time.Now()
-	if !r.last.IsZero() && now.Sub(r.last) < interval {
-		r.suppressed++
+	if r.stopped {
 		r.mu.Unlock()
 		return
 	}
-	n := r.suppressed
-	r.last, r.suppressed = now, 0
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < r.every() {
+		r.suppressed++
+		if r.timer == nil {
+			r.timer = time.AfterFunc(r.last.Add(r.every()).Sub(now), r.flush)
+		}
+		r.mu.Unlock()
+		return
+	}
+	r.logCount() // the timer's, when this event came first
+	r.last = now
 	r.mu.Unlock()
-	log(n)
+	log()
+}
+
+func (r *rateLimitedLog) every() time.Duration {
+	if r.interval == 0 {
+		return 10 * time.Second
+	}
+	return r.interval
+}
+
+// flush logs the count of the interval that ended. The next event is then
+// logged in full again.
+func (r *rateLimitedLog) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.timer = nil
+	if !r.stopped {
+		r.logCount()
+	}
+}
+
+// logCount writes the count, if any; r.mu is held, which keeps the line in
+// order with the next full one.
+func (r *rateLimitedLog) logCount() {
+	if r.suppressed == 0 {
+		return
+	}
+	elapsed := time.Since(r.last).Round(time.Second)
+	if elapsed == 0 {
+		elapsed = time.Since(r.last).Round(time.Millisecond)
+	}
+	r.log.Warn().Int("suppressed", r.suppressed).Msg(fmt.Sprintf("%d more %s in the last %s", r.suppressed, r.what, elapsed))
+	r.suppressed = 0
+}
+
+// stop logs the count not logged yet and ends the log: the broker is closing.
+func (r *rateLimitedLog) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.logCount()
 }
 
 // denialLog logs every denied publish without letting a client flood the
@@ -62,15 +123,16 @@ type denialCount struct {
 }
 
 // maxDenialKeys bounds what a storm of distinct topics or client ids costs.
-// maxDenialField bounds each field kept and logged: MQTT allows 64 KiB.
+// maxLoggedField bounds each field a client gives (client id, username,
+// topic) that is kept and logged: MQTT allows 64 KiB.
 const (
 	maxDenialKeys  = 256
-	maxDenialField = 256
+	maxLoggedField = 256
 )
 
 // denied logs or counts one denied publish.
 func (l *denialLog) denied(client, username, remote, topic, why string) {
-	k := denialKey{clip(client), clip(username), remote, clip(topic)}
+	k := denialKey{ellipsis.Cut(client, maxLoggedField), ellipsis.Cut(username, maxLoggedField), remote, ellipsis.Cut(topic, maxLoggedField)}
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
@@ -160,12 +222,4 @@ func (l *denialLog) stop() {
 		l.timer.Stop()
 		l.logCounts()
 	}
-}
-
-// clip cuts s to maxDenialField bytes.
-func clip(s string) string {
-	if len(s) <= maxDenialField {
-		return s
-	}
-	return s[:maxDenialField] + "..."
 }

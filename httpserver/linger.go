@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,8 +26,9 @@ import (
 // or is gone.
 const lingerIdle = 5 * time.Second
 
-// lingerBuffers hold what lingering reads and throws away.
-var lingerBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// lingerBufferSize is the size of the buffers lingering reads into and
+// throws away (Server.lingerBuffers).
+const lingerBufferSize = 32 << 10
 
 // trackedBody is a request body that counts what arrives and knows whether
 // it was read to its end.
@@ -91,8 +91,8 @@ func (s *Server) linger(w http.ResponseWriter, b *trackedBody) {
 	if err := rc.Flush(); err != nil {
 		return
 	}
-	bufp := lingerBuffers.Get().(*[]byte)
-	defer lingerBuffers.Put(bufp)
+	bufp := s.lingerBuffers.Get().(*[]byte)
+	defer s.lingerBuffers.Put(bufp)
 	buf := *bufp
 	deadline := time.Now().Add(s.cfg.LingerTime)
 	left := int64(s.cfg.LingerBytes)

@@ -38,6 +38,8 @@ type Server struct {
 	// patterns are the ones given to Handle: any other pattern the mux
 	// reports is one it made up to redirect an unclean path.
 	patterns map[string]bool
+	// lingerBuffers hold what lingering reads and throws away.
+	lingerBuffers sync.Pool
 
 	serveErr  chan error
 	startOnce sync.Once
@@ -80,6 +82,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		metrics:  newHTTPMetrics(),
 		serveErr: make(chan error, 1),
 	}
+	s.lingerBuffers.New = func() any { b := make([]byte, lingerBufferSize); return &b }
 	if opts.Registerer != nil {
 		if err := s.metrics.register(opts.Registerer); err != nil {
 			_ = ln.Close()
