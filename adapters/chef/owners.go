@@ -372,46 +372,47 @@ type owners struct {
 	current atomic.Pointer[ownership]
 	log     zerolog.Logger
 	reloads *prometheus.CounterVec
-	// seen is the lock directory as last read.
+	// seen is the fingerprint of the lock directory as it was just before
+	// its last read: a change made while it was being read (a file still
+	// being written) differs from it, and is read at the next look.
 	seen string
+	// readLocks reads the lock directory: readLocks, but for a test that
+	// changes a file in the middle of a read.
+	readLocks func(dir string) (map[string]*policyLock, error)
 }
 
 // newOwners reads the lock files and builds the ownership: a problem is an
 // error naming the file, or both teams of a conflict.
 func newOwners(cfg Owners, log zerolog.Logger, reloads *prometheus.CounterVec) (*owners, error) {
-	o := &owners{cfg: cfg, log: log, reloads: reloads}
+	o := &owners{cfg: cfg, log: log, reloads: reloads, readLocks: readLocks}
 	if o.cfg.ReloadInterval == 0 {
 		o.cfg.ReloadInterval = 5 * time.Second
 	}
-	own, seen, err := o.load()
+	if o.cfg.PolicyLocks != "" {
+		o.seen = fingerprint(o.cfg.PolicyLocks)
+	}
+	own, err := o.load()
 	if err != nil {
 		return nil, err
 	}
 	o.current.Store(own)
-	o.seen = seen
 	return o, nil
 }
 
 // load reads the lock directory, if any, and resolves the ownership.
-func (o *owners) load() (*ownership, string, error) {
-	var locks map[string]*policyLock
-	var seen string
+func (o *owners) load() (*ownership, error) {
+	locks := map[string]*policyLock{}
 	if o.cfg.PolicyLocks != "" {
 		var err error
-		if seen, err = listing(o.cfg.PolicyLocks); err != nil {
-			return nil, "", err
+		if locks, err = o.readLocks(o.cfg.PolicyLocks); err != nil {
+			return nil, err
 		}
-		if locks, err = readLocks(o.cfg.PolicyLocks); err != nil {
-			return nil, "", err
-		}
-	} else {
-		locks = map[string]*policyLock{}
 	}
 	own, shadowed, err := o.cfg.resolve(locks)
 	if len(shadowed) > 0 {
 		o.log.Info().Strs("cookbooks", shadowed).Msg("cookbooks a team names, also locked by another team's policy")
 	}
-	return own, seen, err
+	return own, err
 }
 
 // owner returns the team that owns cookbook, "" when none does.
@@ -444,22 +445,32 @@ func listing(dir string) (string, error) {
 	return b.String(), nil
 }
 
+// fingerprint is listing, or the error that stopped it: a directory that
+// stays missing is then one change, reported once, not one at every look.
+func fingerprint(dir string) string {
+	l, err := listing(dir)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return l
+}
+
 // reload reads the lock files again if they changed since the last look.
 // On a problem the previous ownership stays, and the problem is logged once.
 func (o *owners) reload() {
-	if now, err := listing(o.cfg.PolicyLocks); err == nil && now == o.seen {
+	now := fingerprint(o.cfg.PolicyLocks)
+	if now == o.seen {
 		return
 	}
-	own, seen, err := o.load()
+	o.seen = now // taken before the read: see the field
+	own, err := o.load()
 	if err != nil {
 		o.reloads.WithLabelValues("error").Inc()
 		o.log.Error().Err(err).Str("policy_locks", o.cfg.PolicyLocks).
 			Msg("policy lock files not reloaded; the previous ownership stays until they are fixed")
-		o.seen, _ = listing(o.cfg.PolicyLocks)
 		return
 	}
 	o.current.Store(own)
-	o.seen = seen
 	o.reloads.WithLabelValues("ok").Inc()
 	o.log.Info().Str("policy_locks", o.cfg.PolicyLocks).Int("cookbooks", len(own.exact)).Msg("policy lock files reloaded")
 }

@@ -28,7 +28,20 @@ func writeLock(t *testing.T, dir, file, name string, cookbooks []string, include
 	}
 	body := `{"revision_id": "x", "name": "` + name + `", "run_list": [], "included_policy_locks": [` + strings.Join(incs, ",") +
 		`], "cookbook_locks": {` + strings.Join(locks, ",") + `}, "default_attributes": {}, "override_attributes": {}}`
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
+	replaceFile(t, filepath.Join(dir, file), body)
+}
+
+// replaceFile writes path whole, by a rename, so that a reload polling the
+// directory never reads it half written: os.WriteFile truncates first, and
+// a reload that reads the empty file counts one more refused reload than
+// the test means to cause.
+func replaceFile(t *testing.T, path, body string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".writing")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -183,11 +196,10 @@ func TestOwnersReload(t *testing.T) {
 		t.Error("ntp is still owned")
 	}
 	// A lock file half written: the ownership stays as it was.
-	if err := os.WriteFile(filepath.Join(dir, "base.lock.json"), []byte(`{"name": "base", "cookbook_locks": {`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	refused := testutil.ToFloat64(o.reloads.WithLabelValues("error"))
+	replaceFile(t, filepath.Join(dir, "base.lock.json"), `{"name": "base", "cookbook_locks": {`)
 	testkit.Eventually(t, func() bool {
-		return testutil.ToFloat64(o.reloads.WithLabelValues("error")) == 1
+		return testutil.ToFloat64(o.reloads.WithLabelValues("error")) == refused+1
 	}, "the broken lock to be refused")
 	if o.owner("chrony") != "core" || o.owner("mysql") != "dba" {
 		t.Errorf("a refused reload changed the ownership: chrony %q, mysql %q", o.owner("chrony"), o.owner("mysql"))
@@ -197,6 +209,58 @@ func TestOwnersReload(t *testing.T) {
 	testkit.Eventually(t, func() bool { return o.owner("ntp") == "core" }, "the fixed lock to be read")
 	if o.owner("mysql") != "dba" {
 		t.Errorf("mysql is %q's", o.owner("mysql"))
+	}
+}
+
+// A lock file that is finished while a reload reads it half written is read
+// again at the next look, not taken as read: the fingerprint the next look
+// compares with is the one from before the read.
+func TestOwnersRereadAFileFinishedDuringTheRead(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "base.lock.json")
+	writeLock(t, dir, "base.lock.json", "base", []string{"ntp"})
+	o, err := newTestOwners(t, ownersFrom(t, "teams: {core: {policies: [base]}}\npolicy_locks: "+dir+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, path, `{"name": "base", "cookbook_locks": {`)
+	o.readLocks = func(dir string) (map[string]*policyLock, error) {
+		locks, err := readLocks(dir)
+		if err != nil { // the half-written file was read; now its writer finishes
+			writeLock(t, dir, "base.lock.json", "base", []string{"chrony"})
+		}
+		return locks, err
+	}
+	o.reload()
+	if got := testutil.ToFloat64(o.reloads.WithLabelValues("error")); got != 1 || o.owner("ntp") != "core" {
+		t.Fatalf("the half-written file: %v refused reloads, ntp owned by %q; want 1 and core", got, o.owner("ntp"))
+	}
+	o.reload()
+	if o.owner("chrony") != "core" {
+		t.Errorf("the file finished during the read was never read again: chrony owned by %q", o.owner("chrony"))
+	}
+}
+
+// A lock directory that goes missing is one refused reload, logged once,
+// however many looks find it missing; the ownership stays.
+func TestOwnersMissingDirectoryIsReportedOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "locks")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeLock(t, dir, "base.lock.json", "base", []string{"ntp"})
+	o, err := newTestOwners(t, ownersFrom(t, "teams: {core: {policies: [base]}}\npolicy_locks: "+dir+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		o.reload()
+	}
+	if got := testutil.ToFloat64(o.reloads.WithLabelValues("error")); got != 1 || o.owner("ntp") != "core" {
+		t.Errorf("a missing directory looked at 3 times: %v refused reloads, ntp owned by %q; want 1 and core", got, o.owner("ntp"))
 	}
 }
 
