@@ -319,7 +319,7 @@ func (s *Store) Effective(ctx context.Context, a Address) (*Effective, error) {
 				}
 			}
 		}
-		eff, err = merge(sources, r.lookups)
+		eff, err = s.merger.merge(sources, r.lookups)
 		return err
 	})
 	if err != nil {

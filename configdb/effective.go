@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"container/list"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Effective is the merge of every document on the way from the root to a
@@ -34,8 +36,17 @@ type entry struct {
 	level                              int32
 }
 
-// size estimates the memory held, for the cache.
-func (e *Effective) size() int64 { return int64(cap(e.body)) + int64(cap(e.entries))*20 + 64 }
+// size is the memory an Effective holds, for the cache's byte budget: what
+// its slices have allocated (cap, not len), the level paths and the struct.
+// A merge allocates body and entries at their final length (see merger), so
+// this is close to the document's own size.
+func (e *Effective) size() int64 {
+	n := int64(unsafe.Sizeof(*e)) + int64(cap(e.body)) + int64(cap(e.entries))*int64(unsafe.Sizeof(entry{}))
+	for _, p := range e.paths {
+		n += int64(unsafe.Sizeof(p)) + int64(len(p))
+	}
+	return n
+}
 
 func (e *Effective) rawKey(en entry) []byte { return e.body[en.keyStart:en.keyEnd] }
 func (e *Effective) val(en entry) []byte    { return e.body[en.valStart:en.valEnd] }
@@ -51,39 +62,82 @@ func (e *Effective) key(en entry) string {
 	return k
 }
 
-// builder renders the plain document while members are merged in.
+// builder renders the plain document while members are merged in. Its
+// buffers are scratch, reused between merges (merger): how many members win
+// and how long the document gets are only known at the end, so done copies
+// them out at their exact size.
 type builder struct {
-	e *Effective
+	body    []byte
+	entries []entry
 }
 
-func newBuilder(paths []string, size int, sorted bool) builder {
-	return builder{e: &Effective{
+func (b *builder) reset() {
+	b.body = append(b.body[:0], '{')
+	b.entries = b.entries[:0]
+}
+
+func (b *builder) add(m member, level int) {
+	if len(b.entries) > 0 {
+		b.body = append(b.body, ',')
+	}
+	en := entry{keyStart: int32(len(b.body)), level: int32(level)}
+	b.body = append(b.body, m.rawKey()...)
+	en.keyEnd = int32(len(b.body))
+	b.body = append(b.body, ':')
+	en.valStart = int32(len(b.body))
+	b.body = append(b.body, m.val()...)
+	en.valEnd = int32(len(b.body))
+	b.entries = append(b.entries, en)
+}
+
+// done returns the document built, in memory of its own: three allocations
+// (the Effective, its body and its entries), each of the length used.
+func (b *builder) done(paths []string, sorted bool) *Effective {
+	b.body = append(b.body, '}')
+	return &Effective{
+		body:    bytes.Clone(b.body),
+		entries: slices.Clone(b.entries),
 		paths:   paths,
 		sorted:  sorted,
-		body:    append(make([]byte, 0, size+2), '{'),
-		entries: make([]entry, 0, size/32+8),
-	}}
+	}
 }
 
-func (b builder) add(m member, level int) builder {
-	e := b.e
-	if len(e.entries) > 0 {
-		e.body = append(e.body, ',')
+// merger merges documents (merge, mergeUnsorted), keeping builders for reuse.
+// Sizing an Effective up front from its sources over-allocates (shadowed
+// members are counted, and how many keys they hold is only known by scanning
+// them), and the cache then holds that memory; growing it as members come
+// allocates over and over. A reused builder grows once, to the largest merge
+// it has done, and every Effective is copied out of it at its exact size.
+// The zero merger is ready to use; it is safe for concurrent use.
+type merger struct {
+	// builders holds *builder. sync.Pool lets the garbage collector free the
+	// ones unused for two cycles.
+	builders sync.Pool
+}
+
+// maxScratch is the largest builder (bytes of body, or of entries) kept for
+// reuse: one rare huge merge must not leave its scratch behind.
+const maxScratch = 4 << 20
+
+// builder returns a builder whose body has room for size bytes: the sum of
+// the sources is what the merge can write at most, so the body never grows
+// member by member.
+func (mg *merger) builder(size int) *builder {
+	b, _ := mg.builders.Get().(*builder)
+	if b == nil {
+		b = new(builder)
 	}
-	en := entry{keyStart: int32(len(e.body)), level: int32(level)}
-	e.body = append(e.body, m.rawKey()...)
-	en.keyEnd = int32(len(e.body))
-	e.body = append(e.body, ':')
-	en.valStart = int32(len(e.body))
-	e.body = append(e.body, m.val()...)
-	en.valEnd = int32(len(e.body))
-	e.entries = append(e.entries, en)
+	if cap(b.body) < size+2 {
+		b.body = make([]byte, 0, size+2)
+	}
+	b.reset()
 	return b
 }
 
-func (b builder) done() *Effective {
-	b.e.body = append(b.e.body, '}')
-	return b.e
+func (mg *merger) release(b *builder) {
+	if cap(b.body) <= maxScratch && cap(b.entries)*int(unsafe.Sizeof(entry{})) <= maxScratch {
+		mg.builders.Put(b)
+	}
 }
 
 // source is one stored document in merge order. A level path with nothing
@@ -109,7 +163,7 @@ func notObject(s source) error {
 // a k-way merge of sorted member lists: no hash map, output sorted too. A
 // source out of order (not written by Canonical) falls back to mergeUnsorted.
 // Offsets are 32-bit: a document over 2 GiB is refused (max_body is far less).
-func merge(sources []source, paths []string) (*Effective, error) {
+func (mg *merger) merge(sources []source, paths []string) (*Effective, error) {
 	var cursorBuf [maxInline]cursor
 	var headBuf [maxInline]member
 	var liveBuf, holdBuf [maxInline]bool
@@ -133,7 +187,8 @@ func merge(sources []source, paths []string) (*Effective, error) {
 	if size >= 1<<31-1 {
 		return nil, &Error{Kind: Invalid, Msg: "the documents to merge are over 2 GiB"}
 	}
-	b := newBuilder(paths, size, true)
+	b := mg.builder(size)
+	defer mg.release(b)
 	for {
 		// One pass finds the smallest key, which cursors hold it (hold, read
 		// from first on) and the last of them, which wins: one comparison per
@@ -156,10 +211,10 @@ func merge(sources []source, paths []string) (*Effective, error) {
 			}
 		}
 		if first < 0 {
-			return b.done(), nil
+			return b.done(paths, true), nil
 		}
 		key := heads[first].key
-		b = b.add(heads[win], levels[win])
+		b.add(heads[win], levels[win])
 		for i := first; i <= win; i++ {
 			if !live[i] || !hold[i] {
 				continue
@@ -169,7 +224,7 @@ func merge(sources []source, paths []string) (*Effective, error) {
 				return nil, err
 			}
 			if ok && bytes.Compare(m.key, key) <= 0 {
-				return mergeUnsorted(sources, paths)
+				return mg.mergeUnsorted(sources, paths)
 			}
 			heads[i], live[i] = m, ok
 		}
@@ -178,7 +233,7 @@ func merge(sources []source, paths []string) (*Effective, error) {
 
 // mergeUnsorted merges sources whose keys are in any order, keeping the
 // order in which keys first appear.
-func mergeUnsorted(sources []source, paths []string) (*Effective, error) {
+func (mg *merger) mergeUnsorted(sources []source, paths []string) (*Effective, error) {
 	type winner struct {
 		m     member
 		level int
@@ -201,11 +256,12 @@ func mergeUnsorted(sources []source, paths []string) (*Effective, error) {
 			order = append(order, winner{m, s.level})
 		}
 	}
-	b := newBuilder(paths, size, false)
+	b := mg.builder(size)
+	defer mg.release(b)
 	for _, w := range order {
-		b = b.add(w.m, w.level)
+		b.add(w.m, w.level)
 	}
-	return b.done(), nil
+	return b.done(paths, false), nil
 }
 
 // JSON renders the effective document. With lookup, each value becomes

@@ -140,25 +140,16 @@ func (c *cursor) next() (m member, ok bool, err error) {
 	}, true, nil
 }
 
-// jsonKind names the JSON type of a document, for messages.
+// jsonKind names the JSON type of a document for messages, as JSON does
+// ("an array"); "empty" for nothing but whitespace.
 func jsonKind(doc []byte) string {
-	switch jsonscan.Kind(doc) {
-	case jsonscan.Object:
-		return "an object"
-	case jsonscan.Array:
-		return "a list"
-	case jsonscan.String:
-		return "a string"
-	case jsonscan.True, jsonscan.False:
-		return "a boolean"
-	case jsonscan.Null:
-		return "null"
-	case jsonscan.Invalid:
-		if jsonscan.SkipSpace(doc, 0) == len(doc) {
-			return "empty"
-		}
+	if name := jsonscan.KindName(jsonscan.Kind(doc)); name != "" {
+		return name
 	}
-	return "a number"
+	if jsonscan.SkipSpace(doc, 0) == len(doc) {
+		return "empty"
+	}
+	return "not JSON"
 }
 
 // diffKeys compares two canonical documents by their top-level keys.
@@ -200,7 +191,7 @@ func topLevel(doc []byte) map[string][]byte {
 func SplitKey(key string) []string { return strings.Split(key, ".") }
 
 // LookupKey returns the value at path in a JSON document: object members by
-// name and list items by index. A path that does not exist, or that goes
+// name and array items by index. A path that does not exist, or that goes
 // through a scalar, is a Conflict naming the path.
 func LookupKey(doc []byte, path []string) ([]byte, error) {
 	v, err := decodeJSON(doc)
@@ -290,7 +281,7 @@ const (
 )
 
 // KeyPath is one entry of a keys operation batch: the keys (strings, or
-// integers for list items) and, for set, the value.
+// integers for array items) and, for set, the value.
 type KeyPath struct {
 	Keys  []any
 	Value any
@@ -309,13 +300,13 @@ func ParseKeysBatch(op KeysOp, body []byte) ([]KeyPath, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, &Error{Kind: Invalid, Msg: fmt.Sprintf("the body must be a list of keys paths such as [[\"a\",\"b\",\"value\"]]; it is %s", jsonKind(body))}
+		return nil, &Error{Kind: Invalid, Msg: fmt.Sprintf("the body must be an array of keys paths such as [[\"a\",\"b\",\"value\"]]; it is %s", jsonKind(body))}
 	}
 	paths := make([]KeyPath, 0, len(list))
 	for i, item := range list {
 		entry, ok := item.([]any)
 		if !ok {
-			return nil, invalidField(fmt.Sprintf("[%d]", i), "keys path %d must be a list, such as [\"a\",\"b\"]", i)
+			return nil, invalidField(fmt.Sprintf("[%d]", i), "keys path %d must be an array, such as [\"a\",\"b\"]", i)
 		}
 		var kp KeyPath
 		keys := entry
@@ -452,9 +443,9 @@ func deletePath(doc any, p KeyPath) (any, error) {
 		if !ok {
 			return nil, missingKey(p.Keys, last)
 		}
-		// Removing an item from a list that is inside another value needs the
+		// Removing an item from an array that is inside another value needs the
 		// new slice stored back; rebuilding the path is simpler than tracking
-		// parents, and lists in these documents are short.
+		// parents, and arrays in these documents are short.
 		return replaceAt(doc, p.Keys[:len(p.Keys)-1], append(c[:n:n], c[n+1:]...)), nil
 	default:
 		return nil, leafValue(parent, last, p.Keys)

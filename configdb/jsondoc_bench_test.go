@@ -29,10 +29,11 @@ func BenchmarkMerge(b *testing.B) {
 		size += len(s.body)
 	}
 	b.Run("merge", func(b *testing.B) {
+		var mg merger
 		b.SetBytes(int64(size))
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := merge(sources, paths); err != nil {
+			if _, err := mg.merge(sources, paths); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestCanonical(t *testing.T) {
@@ -107,7 +108,7 @@ func TestLookupKey(t *testing.T) {
 }
 
 func TestEffectiveKeyAndLookup(t *testing.T) {
-	e, err := merge([]source{
+	e, err := new(merger).merge([]source{
 		{body: []byte(`{"a":1,"n":{"x":[1,2]}}`), level: 0},
 		{body: []byte(`{"a":2,"b":3}`), level: 1},
 	}, []string{"/", "/l/v/"})
@@ -128,6 +129,71 @@ func TestEffectiveKeyAndLookup(t *testing.T) {
 	}
 }
 
+// TestMergeAllocatesWhatItKeeps: an effective document holds memory for its
+// own members only, not for its sources' (long values overridden here) nor
+// for an earlier, larger merge done by the same merger; the cache counts that.
+func TestMergeAllocatesWhatItKeeps(t *testing.T) {
+	var mg merger
+	long := strings.Repeat("x", 4000)
+	root := []byte(`{"a":"` + long + `","b":"` + long + `","c":"` + long + `"}`)
+	for range 2 { // the second time with the builders the first one grew
+		e, err := mg.merge([]source{{body: root}, {body: []byte(`{"a":1,"b":2,"c":3}`), level: 1}}, []string{"/", "/l/v/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(e.JSON(false)); got != `{"a":1,"b":2,"c":3}` {
+			t.Fatal(got)
+		}
+		// Allocation rounds up to a size class: at most an eighth more.
+		if n := len(e.body); cap(e.body) > n+n/8+8 {
+			t.Errorf("body of %d bytes holds %d", n, cap(e.body))
+		}
+		if n := len(e.entries); cap(e.entries) > n+n/8+1 {
+			t.Errorf("%d entries hold room for %d", n, cap(e.entries))
+		}
+		kept := int64(cap(e.body)) + int64(cap(e.entries))*int64(unsafe.Sizeof(entry{}))
+		if got, want := e.size()-new(Effective).size(), kept+int64(len("/")+len("/l/v/"))+2*int64(unsafe.Sizeof("")); got != want {
+			t.Errorf("cache counts %d bytes, want %d", got, want)
+		}
+	}
+}
+
+// TestMergeNamesWhatIsNotAnObject: only objects merge, and the error says
+// which document is what, in JSON's words.
+func TestMergeNamesWhatIsNotAnObject(t *testing.T) {
+	for doc, kind := range map[string]string{
+		`5`:      "a number",
+		`-0.5e3`: "a number",
+		`["a"]`:  "an array",
+		`"x"`:    "a string",
+		`true`:   "a boolean",
+		`null`:   "null",
+		``:       "empty",
+		" \n":    "empty",
+		`?`:      "not JSON",
+	} {
+		_, err := new(merger).merge([]source{{body: []byte(`{"a":1}`), what: "values at /"}, {body: []byte(doc), level: 1, what: "overrides at /l/v/"}}, []string{"/", "/l/v/"})
+		want := "effective values merge JSON objects only, and the overrides at /l/v/ are " + kind
+		if KindOf(err) != Invalid || err.Error() != want {
+			t.Errorf("%q: got %v, want %q", doc, err, want)
+		}
+	}
+}
+
+func TestKeysBatchMessages(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"a":1}`:       `the body must be an array of keys paths such as [["a","b","value"]]; it is an object`,
+		`1`:             `the body must be an array of keys paths such as [["a","b","value"]]; it is a number`,
+		`"a"`:           `the body must be an array of keys paths such as [["a","b","value"]]; it is a string`,
+		`[["a",1],"b"]`: `keys path 1 must be an array, such as ["a","b"]`,
+	} {
+		_, err := ParseKeysBatch(KeysSet, []byte(body))
+		if KindOf(err) != Invalid || err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %q", body, err, want)
+		}
+	}
+}
+
 // TestMergeUnsortedSources: documents not in canonical order (never stored
 // by this package, but possible) merge the same, in first-seen key order.
 func TestMergeUnsortedSources(t *testing.T) {
@@ -137,7 +203,7 @@ func TestMergeUnsortedSources(t *testing.T) {
 		{`{"a":1,"b":2}`, `{"a":3,"c":4}`, `{"a":3,"b":2,"c":4}`}, // sorted: the k-way merge
 		{`{}`, `{"z":1,"y":2}`, `{"z":1,"y":2}`},
 	} {
-		e, err := merge([]source{{body: []byte(tc.a)}, {body: []byte(tc.b), level: 1}}, []string{"/", "/l/v/"})
+		e, err := new(merger).merge([]source{{body: []byte(tc.a)}, {body: []byte(tc.b), level: 1}}, []string{"/", "/l/v/"})
 		if err != nil || string(e.JSON(false)) != tc.want {
 			t.Errorf("%s + %s = %s (%v), want %s", tc.a, tc.b, e.JSON(false), err, tc.want)
 		}
@@ -152,6 +218,7 @@ func TestMergeUnsortedSources(t *testing.T) {
 func FuzzMerge(f *testing.F) {
 	f.Add([]byte(`{"a":1,"b":{"x":2}}`), []byte(`{"b":3,"c":[4]}`), []byte(`{"a":null}`))
 	f.Add([]byte(`{"z":1,"a":2}`), []byte(`{}`), []byte(`{"m":1,"a":0}`))
+	var mg merger // one for every input, so reused builders are exercised
 	f.Fuzz(func(t *testing.T, a, b, c []byte) {
 		var sources []source
 		want := map[string]any{}
@@ -172,7 +239,7 @@ func FuzzMerge(f *testing.F) {
 			}
 			sources = append(sources, source{body: canon, level: i})
 		}
-		e, err := merge(sources, paths)
+		e, err := mg.merge(sources, paths)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +269,8 @@ func FuzzMerge(f *testing.F) {
 
 func TestCacheEvictsByBytes(t *testing.T) {
 	c := newCache(1000)
-	e := func(n int64) *Effective { return &Effective{body: make([]byte, 0, n-64)} }
+	base := new(Effective).size()
+	e := func(n int64) *Effective { return &Effective{body: make([]byte, 0, n-base)} }
 	c.put("a", 1, 1, e(600))
 	c.put("b", 1, 1, e(300))
 	if c.get("a", 1, 1) == nil {

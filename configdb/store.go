@@ -47,6 +47,8 @@ type Store struct {
 	opts Options
 
 	cache *cache
+	// merger builds effective documents, reusing its scratch buffers.
+	merger merger
 	// gens reads an environment's and the catalog's generations, to check
 	// a cached merge with one query (PostgreSQL, where other bridges write).
 	gens *sql.Stmt

@@ -356,7 +356,7 @@ func TestEffective(t *testing.T) {
 		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/3/lvl2/2/resources/5/values?effective", nil),
 			`{"key0":"root_override_0","key1":"root_value_1","key2":"root_value_2","key3":"root_override_3","nested":{"a":[{"c":1}]}}`)
 
-		// ?key= reads one nested value, indexing lists, raw or effective.
+		// ?key= reads one nested value, indexing arrays, raw or effective.
 		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/1/resources/5/values?effective&key=nested.a.0.c", nil), `1`)
 		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/1/resources/5/values?effective&show_lookup&key=nested.a.0", nil), `[{"c":1},"/"]`)
 		equalJSON(t, s.must(200, "GET", "/environments/9/lvl1/1/resources/5/values?key=key0", nil), `"lvl1_value_0"`)
@@ -371,10 +371,17 @@ func TestEffective(t *testing.T) {
 		// show_lookup needs effective (409, as tuning-box); effective is read from values.
 		s.must(409, "GET", "/environments/9/resources/5/values?show_lookup", nil)
 		s.must(400, "GET", "/environments/9/resources/5/overrides?effective", nil)
-		// A document that is not an object cannot be merged: 400, not 500.
+		// A document that is not an object cannot be merged: 400, not 500,
+		// saying which one it is and what it is.
 		s.must(204, "PUT", "/environments/9/lvl1/list/resources/5/overrides", `["a"]`)
-		if msg := s.must(400, "GET", "/environments/9/lvl1/list/resources/5/values?effective", nil).msg(t); !strings.Contains(msg, "overrides at /lvl1/list/") {
-			t.Fatal(msg)
+		if msg, want := s.must(400, "GET", "/environments/9/lvl1/list/resources/5/values?effective", nil).msg(t),
+			"effective values merge JSON objects only, and the overrides at /lvl1/list/ are an array"; msg != want {
+			t.Errorf("got %q, want %q", msg, want)
+		}
+		s.must(204, "PUT", "/environments/9/lvl1/number/resources/5/values", `5`)
+		if msg, want := s.must(400, "GET", "/environments/9/lvl1/number/resources/5/values?effective", nil).msg(t),
+			"effective values merge JSON objects only, and the values at /lvl1/number/ are a number"; msg != want {
+			t.Errorf("got %q, want %q", msg, want)
 		}
 	})
 }
@@ -447,8 +454,8 @@ func TestKeysOperations(t *testing.T) {
 			{"delete", [][]any{{"key"}, {"fake_key"}}, 409},       // missing key
 			{"delete", [][]any{{"key"}, {"key", "val"}}, 409},     // tuning-box's test
 			{"delete", [][]any{{"key"}, {}}, 409},                 // too short
-			{"set", map[string]any{"key": 1}, 400},                // not a list
-			{"set", []any{"key"}, 400},                            // not a list of lists
+			{"set", map[string]any{"key": 1}, 400},                // not an array
+			{"set", []any{"key"}, 400},                            // not an array of arrays
 			{"set", [][]any{{map[string]any{}, 1}}, 400},          // a key that is an object
 			{"set", "not json", 400},                              //
 			{"get", [][]any{{"key"}}, 404},                        // only set and delete
@@ -457,6 +464,16 @@ func TestKeysOperations(t *testing.T) {
 			r.msg(t)
 			if bad.want == 409 && !strings.Contains(r.String(), "path") {
 				t.Errorf("%v: %s", bad.body, r)
+			}
+		}
+		// A body of the wrong shape is told what it must be, in JSON's words.
+		for body, want := range map[string]string{
+			`{"key": 1}`: `the body must be an array of keys paths such as [["a","b","value"]]; it is an object`,
+			`5`:          `the body must be an array of keys paths such as [["a","b","value"]]; it is a number`,
+			`["key"]`:    `keys path 0 must be an array, such as ["a","b"]`,
+		} {
+			if msg := s.must(400, "PUT", base+"/keys/set", body).msg(t); msg != want {
+				t.Errorf("%s: got %q, want %q", body, msg, want)
 			}
 		}
 		after := s.must(200, "GET", base, nil)
@@ -582,6 +599,15 @@ func TestBadInput(t *testing.T) {
 			_ = jsonUnmarshal(r.body, &e)
 			if e.Field != tc.field {
 				t.Errorf("%s %s %v: field %q, want %q (%s)", tc.method, tc.path, tc.body, e.Field, tc.field, r.body)
+			}
+		}
+		// A field that must be an array says so, in JSON's word.
+		for _, tc := range []struct{ method, path, body, want string }{
+			{"POST", "/components", `{"name": "x", "resource_definitions": {}}`, "resource_definitions must be an array"},
+			{"PUT", "/environments/9", `{"hierarchy_levels": "lvl1"}`, "hierarchy_levels must be an array"},
+		} {
+			if msg := s.must(400, tc.method, tc.path, tc.body).msg(t); msg != tc.want {
+				t.Errorf("%s %s %s: got %q, want %q", tc.method, tc.path, tc.body, msg, tc.want)
 			}
 		}
 		// Nothing of that was stored.

@@ -67,7 +67,7 @@ func parseJSONID(raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// list reads a list field.
+// list reads an array field.
 func (o jsonObject) list(field string, required bool) (items []json.RawMessage, present bool, err error) {
 	raw, ok := o[field]
 	if !ok {
@@ -77,12 +77,12 @@ func (o jsonObject) list(field string, required bool) (items []json.RawMessage, 
 		return nil, false, nil
 	}
 	if err := json.Unmarshal(raw, &items); err != nil || isNull(raw) {
-		return nil, false, invalid(field, "%s must be a list", field)
+		return nil, false, invalid(field, "%s must be an array", field)
 	}
 	return items, true, nil
 }
 
-// refs reads a list of components given by id or name.
+// refs reads an array of components given by id or name.
 func (o jsonObject) refs(field string, required bool) ([]configdb.Ref, bool, error) {
 	items, present, err := o.list(field, required)
 	if err != nil || !present {
@@ -108,7 +108,7 @@ func (o jsonObject) refs(field string, required bool) ([]configdb.Ref, bool, err
 	return refs, true, nil
 }
 
-// strings reads a list of strings.
+// strings reads an array of strings.
 func (o jsonObject) strings(field string, required bool) ([]string, bool, error) {
 	items, present, err := o.list(field, required)
 	if err != nil || !present {
@@ -123,7 +123,7 @@ func (o jsonObject) strings(field string, required bool) ([]string, bool, error)
 	return out, true, nil
 }
 
-// objects reads a list of objects.
+// objects reads an array of objects.
 func (o jsonObject) objects(field string) ([]jsonObject, bool, error) {
 	items, present, err := o.list(field, false)
 	if err != nil || !present {

@@ -57,7 +57,7 @@ func TestTuningBoxConflicts(t *testing.T) {
 			// Malformed input: tuning-box raises KeyError or TypeError (500).
 			{"component without a name", "POST", "/components", map[string]any{"resource_definitions": []any{}}, 400},
 			{"environment without levels", "POST", "/environments", map[string]any{"components": []any{7}}, 400},
-			{"keys body not a list", "PUT", values + "/keys/set", map[string]any{"key": 1}, 400},
+			{"keys body not an array", "PUT", values + "/keys/set", map[string]any{"key": 1}, 400},
 			{"body not JSON", "POST", "/components", "{", 400},
 		} {
 			r := s.do(c.method, c.path, c.body)

@@ -94,7 +94,7 @@ X-Auth-Token) and --user (default $FIREHOSE_CONFIGDB_USER, HTTP Basic with $FIRE
 and --format table|json|yaml for what it prints: a table on a terminal, JSON otherwise.
 get --key prints "<key>: <value>" (yaml), {"<key>": <value>} (json), or the bare value (plain).
 Writes print what they did ("ResourceValue for key K was set"). A key a.b.0 goes into nested
-objects and lists. Any 4xx or 5xx answer is printed and exits 1; bad arguments exit 2.
+objects and arrays. Any 4xx or 5xx answer is printed and exits 1; bad arguments exit 2.
 `
 
 type usageError struct{ msg string }

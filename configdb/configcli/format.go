@@ -83,7 +83,7 @@ func outputKey(w io.Writer, key string, body []byte, format string) error {
 	return output(w, b, format)
 }
 
-// table prints a list of objects as rows under their keys, an object as
+// table prints an array of objects as rows under their keys, an object as
 // key/value rows (as fuel2's cliff tables do), and anything else plain.
 // Values that are not strings are shown as compact JSON.
 func table(w io.Writer, v any) error {

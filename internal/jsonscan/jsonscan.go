@@ -74,6 +74,29 @@ func Kind(v []byte) byte {
 	return Invalid
 }
 
+// KindName names a kind (as returned by Kind) for messages, with its article
+// and in JSON's own words: "an object", "an array", "a string", "a number",
+// "a boolean" or "null". Invalid has no name, the empty string: what is
+// missing or wrong depends on the caller ("the body is empty", "got
+// nothing").
+func KindName(kind byte) string {
+	switch kind {
+	case Object:
+		return "an object"
+	case Array:
+		return "an array"
+	case String:
+		return "a string"
+	case Number:
+		return "a number"
+	case True, False:
+		return "a boolean"
+	case Null:
+		return "null"
+	}
+	return ""
+}
+
 // Trim returns v without the whitespace around it.
 func Trim(v []byte) []byte {
 	i := skipSpace(v, 0)

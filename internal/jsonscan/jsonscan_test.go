@@ -111,6 +111,26 @@ func TestMembersAndElements(t *testing.T) {
 	}
 }
 
+func TestKindName(t *testing.T) {
+	for v, want := range map[string]string{
+		` {"a":1}`: "an object",
+		`[]`:       "an array",
+		`"x"`:      "a string",
+		`-1.5`:     "a number",
+		`0`:        "a number",
+		`true`:     "a boolean",
+		`false`:    "a boolean",
+		`null`:     "null",
+		``:         "",
+		`  `:       "",
+		`x`:        "",
+	} {
+		if got := KindName(Kind([]byte(v))); got != want {
+			t.Errorf("KindName(Kind(%q)) = %q, want %q", v, got, want)
+		}
+	}
+}
+
 func TestStr(t *testing.T) {
 	tests := []struct {
 		in   string

@@ -112,21 +112,10 @@ func (k *kind) UnmarshalJSON(data []byte) error {
 }
 
 func (k kind) String() string {
-	switch k {
-	case 0:
+	if k == 0 {
 		return "nothing"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 'n':
-		return "null"
-	case 't', 'f':
-		return "a boolean"
 	}
-	return "a number"
+	return jsonscan.KindName(jsonscan.Kind([]byte{byte(k)}))
 }
 
 // Parse validates one event, a JSON object, against the schema of its

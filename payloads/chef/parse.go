@@ -695,20 +695,11 @@ func sortWarnings(ws []Warning) []Warning {
 	return ws
 }
 
+// kindName names the JSON type of v for messages; "nothing" for a field that
+// is missing (v is empty).
 func kindName(v []byte) string {
-	switch jsonscan.Kind(v) {
-	case jsonscan.Object:
-		return "an object"
-	case jsonscan.Array:
-		return "an array"
-	case jsonscan.String:
-		return "a string"
-	case jsonscan.Number:
-		return "a number"
-	case jsonscan.True, jsonscan.False:
-		return "a boolean"
-	case jsonscan.Null:
-		return "null"
+	if name := jsonscan.KindName(jsonscan.Kind(v)); name != "" {
+		return name
 	}
 	return "nothing"
 }

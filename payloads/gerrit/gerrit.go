@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/opsfirehose/firehose/internal/jsonscan"
 	"github.com/opsfirehose/firehose/payloads"
 )
 
@@ -220,23 +221,10 @@ func projectName(raw json.RawMessage, path string) (name, field, problem string)
 
 // kind names the JSON type of a present value, for error messages.
 func kind(raw json.RawMessage) string {
-	switch raw[0] {
-	case '"':
-		if string(raw) == `""` {
-			return "an empty string"
-		}
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	default:
-		return "a number"
+	if string(raw) == `""` {
+		return "an empty string"
 	}
+	return jsonscan.KindName(jsonscan.Kind(raw))
 }
 
 func isAbsent(raw json.RawMessage) bool {
