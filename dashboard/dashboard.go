@@ -90,9 +90,9 @@ type Dashboard struct {
 	in      chan item
 	ids     atomic.Int64
 	streams chan struct{} // a slot per open stream
-	// readers are the open streams' live subscriptions to the topics that
-	// do not start with '$', which reach them through deliver, after the
-	// aggregator: copied on write, so deliver reads them without a lock.
+	// readers are the open streams, which deliver hands the topics the
+	// aggregator reads, after the aggregator: copied on write, so deliver
+	// reads them without a lock.
 	readersMu sync.Mutex
 	readers   atomic.Pointer[[]*reader]
 
@@ -160,8 +160,8 @@ func New(cfg Config, opts Options) (*Dashboard, error) {
 	return d, nil
 }
 
-// Start subscribes the dashboard to the bus: its aggregator, and the live
-// part of every stream. It returns once the retained messages (every node's
+// Start subscribes the aggregator to the bus, which hands the streams what
+// it reads (deliver). It returns once the retained messages (every node's
 // status) are queued for the aggregator; ctx bounds the start, not the
 // dashboard's life, which Close ends.
 func (d *Dashboard) Start(ctx context.Context) error {
@@ -181,46 +181,46 @@ func (d *Dashboard) Start(ctx context.Context) error {
 	if d.opts.Source == nil {
 		return nil
 	}
-	// One subscription for everything but '$' topics (which no aggregator
-	// filter matches, and "#" does not), so that each message reaches the
-	// aggregator before any stream: see deliver.
-	unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), "#", d.deliver)
-	if err != nil {
-		return fmt.Errorf("dashboard: %w", err)
+	// The broker matches each message against the aggregator's filters, so
+	// a message no view aggregates costs the dashboard nothing while no
+	// stream is open.
+	for i, a := range d.aggregated {
+		unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), a.filter, func(m bus.Message) { d.deliver(i, m) })
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
+		d.unsub = append(d.unsub, unsub)
 	}
-	d.unsub = append(d.unsub, unsub)
 	return nil
 }
 
-// deliver hands a message from the bus to the aggregator, then to the
-// streams that match it, in that order and on the publisher's goroutine:
-// a stream's reader can see a message only once the aggregator was handed
-// it, so a snapshot it asks for then (settle) holds it. Two subscriptions,
-// one the aggregator's and one a stream's, would be called in the broker's
-// map order, and a view could fetch its snapshot before the aggregator was
-// handed the message that prompted it. It must not block: the aggregator
-// and each stream have a bounded queue, and drop and count beyond it.
-func (d *Dashboard) deliver(m bus.Message) {
-	for _, a := range d.aggregated { // each filter that matches, as separate subscribers would get it
-		if !topics.Match(a.filter, m.Topic) {
-			continue
-		}
-		it := item{kind: a.kind, topic: m.Topic, payload: append([]byte(nil), m.Payload...), received: time.Now()}
-		if m.Retain { // the replay on Start's goroutine: wait rather than lose a node
-			select {
-			case d.in <- it:
-			case <-d.ctx.Done():
-			}
-			continue
-		}
+// deliver hands a message of the aggregator's filter i to the aggregator,
+// then to the open streams that match it, in that order and on the
+// publisher's goroutine: a stream can see a message the aggregator reads
+// only once the aggregator was handed it, so a snapshot asked for then
+// (settle) holds it. A stream's own subscription would be called in the
+// broker's map order, before or after the aggregator's, so a stream's own
+// subscriptions pass over the topics that the aggregator reads (aggregates).
+// It must not block: the aggregator and each stream have a bounded queue,
+// and drop and count beyond it.
+func (d *Dashboard) deliver(i int, m bus.Message) {
+	it := item{kind: d.aggregated[i].kind, topic: m.Topic, payload: append([]byte(nil), m.Payload...), received: time.Now()}
+	if m.Retain { // the replay on Start's goroutine: wait rather than lose a node
 		select {
 		case d.in <- it:
-		default:
-			d.dropped.WithLabelValues("aggregator").Inc()
+		case <-d.ctx.Done():
 		}
+		return // a stream replays its own
 	}
-	if m.Retain {
-		return // Start's replay is the aggregator's: a stream replays its own
+	select {
+	case d.in <- it:
+	default:
+		d.dropped.WithLabelValues("aggregator").Inc()
+	}
+	for _, a := range d.aggregated[:i] {
+		if topics.Match(a.filter, m.Topic) {
+			return // the streams got it from that filter's delivery: once is enough
+		}
 	}
 	if rs := d.readers.Load(); rs != nil {
 		for _, r := range *rs {
@@ -229,6 +229,17 @@ func (d *Dashboard) deliver(m bus.Message) {
 			}
 		}
 	}
+}
+
+// aggregates reports whether the aggregator reads topic, which then reaches
+// the streams through deliver.
+func (d *Dashboard) aggregates(topic string) bool {
+	for _, a := range d.aggregated {
+		if topics.Match(a.filter, topic) {
+			return true
+		}
+	}
+	return false
 }
 
 // reader is a stream's live subscription through deliver.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,25 +118,12 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 			drop()
 		}
 	}
-	// Live messages of the filters that do not start with '$' come through
-	// deliver, after the aggregator has them (so a snapshot asked for on
-	// seeing one holds it); the aggregator reads no '$' topic, so those come
-	// straight from the bus. Registered before the replay below, so that
-	// nothing published meanwhile is lost.
-	var live []string
-	for _, f := range filters {
-		if !strings.HasPrefix(f, "$") {
-			live = append(live, f)
-		}
-	}
-	if len(live) > 0 {
-		defer d.addReader(&reader{filters: live, offer: offer})()
-	}
+	// Live messages on the topics the aggregator reads come through deliver,
+	// after the aggregator has them (so a snapshot asked for on seeing one
+	// holds it); the stream's own subscriptions bring the rest. Registered
+	// before those subscribe, so that nothing published meanwhile is lost.
+	defer d.addReader(&reader{filters: filters, offer: offer})()
 	for i, f := range filters {
-		dollar := strings.HasPrefix(f, "$")
-		if !dollar && !retained {
-			continue
-		}
 		earlier := filters[:i]
 		unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), f, func(m bus.Message) {
 			for _, e := range earlier { // overlapping filters: deliver once
@@ -146,7 +132,7 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			if !m.Retain {
-				if dollar {
+				if !d.aggregates(m.Topic) {
 					offer(m)
 				}
 				return
@@ -172,11 +158,7 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 			httpserver.WriteError(w, http.StatusInternalServerError, "subscribe: "+err.Error(), "filter")
 			return
 		}
-		if dollar {
-			defer unsub()
-		} else {
-			unsub() // subscribed for the replay alone
-		}
+		defer unsub()
 	}
 
 	rc := http.NewResponseController(w)
