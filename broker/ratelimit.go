@@ -17,15 +17,50 @@ import (
 // are counted, and the count is logged when the interval ends, so that a
 // burst that stops is still reported, not only when the next event comes.
 type rateLimitedLog struct {
-	log      zerolog.Logger
-	what     string        // the events, plural, for the count's line: "refused connections"
-	interval time.Duration // zero means 10s
-
-	mu         sync.Mutex
+	log  zerolog.Logger
+	what string // the events, plural, for the count's line: "refused connections"
+	logInterval
 	last       time.Time // when the last full line was written
 	suppressed int       // events counted since then, not logged yet
-	timer      *time.Timer
-	stopped    bool
+}
+
+// logInterval is what both logs keep to write their counts when an
+// interval ends. Its mutex guards the state of the log that embeds it too.
+type logInterval struct {
+	interval time.Duration // zero means 10s
+	mu       sync.Mutex
+	timer    *time.Timer
+	stopped  bool
+}
+
+func (w *logInterval) every() time.Duration {
+	if w.interval == 0 {
+		return 10 * time.Second
+	}
+	return w.interval
+}
+
+// stopWith ends the log, as the broker closes: it stops the timer, and
+// writes with logCounts what was counted and not written yet.
+func (w *logInterval) stopWith(logCounts func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	w.stopped = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	logCounts()
+}
+
+// elapsedSince is the time since t, rounded for a count's line.
+func elapsedSince(t time.Time) time.Duration {
+	if d := time.Since(t).Round(time.Second); d > 0 {
+		return d
+	}
+	return time.Since(t).Round(time.Millisecond)
 }
 
 // do runs log, or counts the event when a line was written less than an
@@ -51,13 +86,6 @@ func (r *rateLimitedLog) do(log func()) {
 	log()
 }
 
-func (r *rateLimitedLog) every() time.Duration {
-	if r.interval == 0 {
-		return 10 * time.Second
-	}
-	return r.interval
-}
-
 // flush logs the count of the interval that ended. The next event is then
 // logged in full again.
 func (r *rateLimitedLog) flush() {
@@ -75,27 +103,12 @@ func (r *rateLimitedLog) logCount() {
 	if r.suppressed == 0 {
 		return
 	}
-	elapsed := time.Since(r.last).Round(time.Second)
-	if elapsed == 0 {
-		elapsed = time.Since(r.last).Round(time.Millisecond)
-	}
-	r.log.Warn().Int("suppressed", r.suppressed).Msg(fmt.Sprintf("%d more %s in the last %s", r.suppressed, r.what, elapsed))
+	r.log.Warn().Int("suppressed", r.suppressed).Msg(fmt.Sprintf("%d more %s in the last %s", r.suppressed, r.what, elapsedSince(r.last)))
 	r.suppressed = 0
 }
 
 // stop logs the count not logged yet and ends the log: the broker is closing.
-func (r *rateLimitedLog) stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
-		return
-	}
-	r.stopped = true
-	if r.timer != nil {
-		r.timer.Stop()
-	}
-	r.logCount()
-}
+func (r *rateLimitedLog) stop() { r.stopWith(r.logCount) }
 
 // denialLog logs every denied publish without letting a client flood the
 // log: the first denial of a client, user and topic at once, then, while
@@ -104,15 +117,11 @@ func (r *rateLimitedLog) stop() {
 // next denial is logged at once again. At most maxDenialKeys keys are
 // followed per interval; denials beyond them are counted together.
 type denialLog struct {
-	log      zerolog.Logger
-	interval time.Duration // zero means 10s
-
-	mu      sync.Mutex
+	log zerolog.Logger
+	logInterval
 	pending map[denialKey]*denialCount
 	others  int       // denials of keys past maxDenialKeys
 	since   time.Time // when the current interval began
-	timer   *time.Timer
-	stopped bool
 }
 
 type denialKey struct{ client, username, remote, topic string }
@@ -160,13 +169,6 @@ func (l *denialLog) denied(client, username, remote, topic, why string) {
 	l.event(k).Msg("refused publish: " + why)
 }
 
-func (l *denialLog) every() time.Duration {
-	if l.interval == 0 {
-		return 10 * time.Second
-	}
-	return l.interval
-}
-
 func (l *denialLog) event(k denialKey) *zerolog.Event {
 	return l.log.Warn().Str("client", k.client).Str("username", k.username).Str("remote", k.remote).Str("topic", k.topic)
 }
@@ -192,10 +194,7 @@ func (l *denialLog) flush() {
 // forgets the keys that were quiet. l.mu is held: the lines are few, and
 // holding it keeps them in order with the next interval's.
 func (l *denialLog) logCounts() {
-	elapsed := time.Since(l.since).Round(time.Second)
-	if elapsed == 0 {
-		elapsed = time.Since(l.since).Round(time.Millisecond)
-	}
+	elapsed := elapsedSince(l.since)
 	for k, c := range l.pending {
 		if c.n == 0 {
 			delete(l.pending, k)
@@ -211,15 +210,4 @@ func (l *denialLog) logCounts() {
 }
 
 // stop logs the counts not logged yet and ends the log: the broker is closing.
-func (l *denialLog) stop() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped {
-		return
-	}
-	l.stopped = true
-	if l.timer != nil {
-		l.timer.Stop()
-		l.logCounts()
-	}
-}
+func (l *denialLog) stop() { l.stopWith(l.logCounts) }
