@@ -35,8 +35,13 @@ type NATS struct {
 	constructed chan struct{} // closed once js is set; nats.go calls back before NewNATS returns
 	state       *connstate.State
 	streamMu    sync.Mutex
-	streamReady atomic.Bool
-	streamErr   atomic.Pointer[string] // why the stream could not be made, last time
+	// streamMadeIn is 1 + the connection's reconnect count when the stream
+	// was last made (or found); 0 after loseStream. The stream is known to
+	// be there only on the connection it was made on: nats.go says it is
+	// connected again before onConnect runs, and in between the server may
+	// have come back without it (see streamReady).
+	streamMadeIn atomic.Uint64
+	streamErr    atomic.Pointer[string] // why the stream could not be made, last time
 	// streamLost wakes keepStream to make the stream again. Nothing else
 	// would: the router publishes only to a ready sink, and the sink is not
 	// ready until the stream is made.
@@ -177,7 +182,14 @@ func (s *NATS) Ready() bool {
 	if s.closed.Load() || !s.nc.IsConnected() {
 		return false
 	}
-	return s.js == nil || s.cfg.Stream == nil || !s.cfg.Stream.Create || s.streamReady.Load()
+	return s.js == nil || s.cfg.Stream == nil || !s.cfg.Stream.Create || s.streamReady()
+}
+
+// streamReady reports whether the stream was made on this connection, and
+// not lost since.
+func (s *NATS) streamReady() bool {
+	made := s.streamMadeIn.Load()
+	return made != 0 && made-1 == s.nc.Stats().Reconnects
 }
 
 // reportFailedAttempt records and logs why the last connection attempt
@@ -238,7 +250,7 @@ func (s *NATS) onConnect() {
 // loseStream makes the sink not ready until keepStream has made (or
 // found) the stream again.
 func (s *NATS) loseStream() {
-	s.streamReady.Store(false)
+	s.streamMadeIn.Store(0)
 	select {
 	case s.streamLost <- struct{}{}:
 	default: // a wake-up is pending already
@@ -266,7 +278,7 @@ func (s *NATS) keepStream() {
 		}
 		delay := 100 * time.Millisecond
 		var logged string
-		for !s.streamReady.Load() {
+		for !s.streamReady() {
 			if s.nc.IsConnected() {
 				err := s.ensureStream(ctx)
 				// Known as far as it can be: the warnings that wait for
@@ -307,9 +319,10 @@ func (s *NATS) readStreamLimit() {
 func (s *NATS) ensureStream(ctx context.Context) error {
 	s.streamMu.Lock()
 	defer s.streamMu.Unlock()
-	if s.streamReady.Load() {
+	if s.streamReady() {
 		return nil
 	}
+	conn := s.nc.Stats().Reconnects // before the stream is made: a reconnection meanwhile makes it again
 	st := s.cfg.Stream
 	storage := jetstream.FileStorage
 	if st.Storage == "memory" {
@@ -333,7 +346,7 @@ func (s *NATS) ensureStream(ctx context.Context) error {
 	s.streamErr.Store(nil)
 	// An existing stream keeps a max_msg_size the bridge does not set.
 	s.streamMaxMsg.Store(int64(max(stream.CachedInfo().Config.MaxMsgSize, 0)))
-	s.streamReady.Store(true)
+	s.streamMadeIn.Store(conn + 1)
 	s.log.Info().Str("stream", st.Name).Msg("JetStream stream ready")
 	return nil
 }
@@ -403,7 +416,7 @@ func (s *NATS) Publish(ctx context.Context, msgs ...bus.Message) error {
 }
 
 func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
-	if s.cfg.Stream != nil && s.cfg.Stream.Create && !s.streamReady.Load() {
+	if s.cfg.Stream != nil && s.cfg.Stream.Create && !s.streamReady() {
 		if err := s.ensureStream(ctx); err != nil {
 			return fmt.Errorf("sink %s: %w: %w", s.name, bus.ErrUnavailable, err)
 		}
