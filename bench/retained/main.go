@@ -6,20 +6,26 @@
 // for a real converge. It prints, for a fleet of -nodes nodes:
 //
 //   - the retained publish rate (QoS 1, -inflight in flight);
+//
 //   - RSS per retained node;
+//
 //   - idle CPU with the fleet held;
+//
 //   - a late subscriber to chef/+/+/status at QoS 0 and at QoS 1 (acking):
 //     how many of the fleet it got, and how long it took;
+//
 //   - RSS added by two late subscribers at once;
+//
 //   - how much of the fleet is there after a clean restart, and after a
 //     kill -9 right after the last PUBACK;
+//
 //   - the bridge's CPU per Chef converge (POSTed to the data collector)
 //     with the fleet held, against a bridge with no fleet.
 //
-//	go run ./bench/retained                   # 100,000 nodes (a few minutes)
-//	go run ./bench/retained -nodes 20000      # a smaller fleet
-//	go run ./bench/retained -brokers ours     # the bridge only
-//	go run ./bench/retained -json > result.json
+//     go run ./bench/retained                   # 100,000 nodes (a few minutes)
+//     go run ./bench/retained -nodes 20000      # a smaller fleet
+//     go run ./bench/retained -brokers ours     # the bridge only
+//     go run ./bench/retained -json > result.json
 //
 // See the table in bench/README.md.
 package main
