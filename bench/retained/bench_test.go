@@ -61,6 +61,9 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("mosquitto with persistence kept %d of %d statuses over a clean restart", r.Restart.Got, p.Nodes)
 			}
 		case nameOurs:
+			if r.FleetView != int64(p.Nodes) {
+				t.Errorf("the dashboard's Fleet view shows %d of %d nodes", r.FleetView, p.Nodes)
+			}
 			if r.ConvergeFleet == nil || r.ConvergeFleet.Median <= 0 || rep.ConvergeEmpty.Median <= 0 {
 				t.Errorf("no CPU per converge: fleet %v, empty %v", r.ConvergeFleet, rep.ConvergeEmpty)
 			}
@@ -71,7 +74,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"retained publish rate", "RSS per retained node", "idle CPU", "late subscriber, QoS 0: got",
-		"late subscriber, QoS 1 (acking): got", "RSS added by two late subscribers", "after a clean restart", "after kill -9",
+		"late subscriber, QoS 1 (acking): got", "RSS added by two late subscribers", "after a clean restart", "after kill -9", "nodes in the Fleet view",
 		"Chef CPU per converge, 300 nodes held / none", "300 of 300"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())

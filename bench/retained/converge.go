@@ -233,3 +233,23 @@ func ratioOf(a, b float64) float64 {
 	}
 	return a / b
 }
+
+// fleetView asks the bridge's dashboard how many nodes its Fleet view has.
+func fleetView(ctx context.Context, s *server) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.httpAddr+"/api/v1/fleet?limit=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s: the dashboard's fleet: %w", s.name, err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Total *int64 `json:"total"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&page); err != nil || resp.StatusCode != http.StatusOK || page.Total == nil {
+		return 0, fmt.Errorf("%s: GET /api/v1/fleet: %s, %v (has the dashboard's API moved?)", s.name, resp.Status, err)
+	}
+	return *page.Total, nil
+}

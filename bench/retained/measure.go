@@ -25,6 +25,9 @@ type brokerResult struct {
 	TwoLate  []lateResult `json:"two_late_qos0"`
 	Restart  lateResult   `json:"after_restart"`
 	Kill     lateResult   `json:"after_kill"`
+	// FleetView is how many nodes the bridge's dashboard shows once the
+	// fleet is published (GET /api/v1/fleet); -1 for mosquitto.
+	FleetView int64 `json:"fleet_view"`
 	// ConvergeFleet is the bridge's CPU per converge with the fleet held;
 	// nil for mosquitto.
 	ConvergeFleet *convergeCPU `json:"converge_fleet,omitempty"`
@@ -150,7 +153,7 @@ func publishTimeout(nodes int) time.Duration {
 // measureBroker measures one started server, row by row, and leaves it
 // running (restarted twice).
 func measureBroker(ctx context.Context, s *server, p params, fix *fixture, tmpl statusTemplate, progress io.Writer) (brokerResult, error) {
-	res := brokerResult{Name: s.name}
+	res := brokerResult{Name: s.name, FleetView: -1}
 	var err error
 	if res.RSSBefore, err = s.rss(); err != nil {
 		return res, err
@@ -182,6 +185,10 @@ func measureBroker(ctx context.Context, s *server, p params, fix *fixture, tmpl 
 	fmt.Fprintf(progress, "%s: idle CPU %.1f%% of a core; RSS %.1f MB, %.0f bytes per node\n", s.name, res.IdleCPU, mb(res.RSSFleet), res.rssPerNode(p.Nodes))
 
 	if s.httpAddr != "" {
+		if res.FleetView, err = fleetView(ctx, s); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(progress, "%s: the dashboard's Fleet view shows %d nodes\n", s.name, res.FleetView)
 		cpu, err := measureConverges(ctx, s, fix, p, perfFile(p, "converge-fleet"))
 		if err != nil {
 			return res, err

@@ -111,6 +111,11 @@ func rows(rep *report) []row {
 		gotRow("after a clean restart: got", restart),
 		gotRow("after kill -9 at the last PUBACK: got (of those PUBACKed)", kill))
 
+	view := row{Measure: "the bridge's dashboard: nodes in the Fleet view", Mosquitto: "n/a", Ours: "-", Ratio: -1, Target: "every node"}
+	if ours != nil {
+		view.Ours = count(ours.FleetView) + " of " + count(int64(n))
+	}
+	out = append(out, view)
 	chef := row{Measure: fmt.Sprintf("Chef CPU per converge, %s nodes held / none", count(int64(n))), Mosquitto: "n/a", Ours: "-", Ratio: -1, Target: "<= 1.2"}
 	if ours != nil && ours.ConvergeFleet != nil && rep.ConvergeEmpty != nil {
 		chef.Ours = fmt.Sprintf("%s / %s", benchkit.FormatDuration(ours.ConvergeFleet.Median), benchkit.FormatDuration(rep.ConvergeEmpty.Median))
