@@ -92,7 +92,7 @@ func defaultParams() params {
 		Fixture:        filepath.Join("adapters", "chef", "testdata", "02_run_converge_success_chef12_ubuntu", "input.json"),
 		ConvergeNodes:  100,
 		Converges:      500,
-		ConvergeRounds: 3,
+		ConvergeRounds: 5,
 		Clients:        4,
 		User:           "bench",
 		Pass:           "bench-secret",

@@ -32,9 +32,10 @@ func rows(rep *report) []row {
 		}
 	}
 	n := rep.Params.Nodes
-	// each makes a row from one number per broker: f renders it, ratio
-	// says whether ours / mosquitto means anything.
-	each := func(measure, target string, v func(*brokerResult) float64, f func(float64) string, ratio bool) row {
+	// each makes a row from one number per broker: f renders it. The ratio
+	// ours / mosquitto is given when mosquitto's number is at least floor:
+	// below, it is noise (0.1 MB of RSS, 0.2% of a core).
+	each := func(measure, target string, v func(*brokerResult) float64, f func(float64) string, floor float64) row {
 		r := row{Measure: measure, Mosquitto: "-", Ours: "-", Ratio: -1, Target: target}
 		if mosq != nil {
 			r.Mosquitto = f(v(mosq))
@@ -42,7 +43,7 @@ func rows(rep *report) []row {
 		if ours != nil {
 			r.Ours = f(v(ours))
 		}
-		if ratio && mosq != nil && ours != nil {
+		if mosq != nil && ours != nil && v(mosq) >= floor {
 			r.Ratio = ratioOf(v(ours), v(mosq))
 		}
 		return r
@@ -88,17 +89,17 @@ func rows(rep *report) []row {
 
 	out := []row{
 		each(fmt.Sprintf("retained publish rate, QoS 1, %d in flight", rep.Params.Inflight), ">= 1.0",
-			func(b *brokerResult) float64 { return b.Publish.rate() }, func(v float64) string { return fmt.Sprintf("%.0f msgs/s", v) }, true),
+			func(b *brokerResult) float64 { return b.Publish.rate() }, func(v float64) string { return fmt.Sprintf("%.0f msgs/s", v) }, 1),
 		each("RSS per retained node", "<= 1.0",
-			func(b *brokerResult) float64 { return b.rssPerNode(n) }, func(v float64) string { return fmt.Sprintf("%.0f bytes", v) }, true),
+			func(b *brokerResult) float64 { return b.rssPerNode(n) }, func(v float64) string { return fmt.Sprintf("%.0f bytes", v) }, 1),
 		each(fmt.Sprintf("idle CPU with the fleet held (%v)", rep.Params.Idle), "0%",
-			func(b *brokerResult) float64 { return b.IdleCPU }, func(v float64) string { return fmt.Sprintf("%.1f%% of a core", v) }, true),
+			func(b *brokerResult) float64 { return b.IdleCPU }, func(v float64) string { return fmt.Sprintf("%.1f%% of a core", v) }, 1),
 		gotRow("late subscriber, QoS 0: got", q0),
-		each("late subscriber, QoS 0: time", "-", secs(q0), fmtSecs, true),
-		each("late subscriber, QoS 0: RSS added", "bounded", rssAdded(q0), fmtMB, true),
+		each("late subscriber, QoS 0: time", "-", secs(q0), fmtSecs, 0.001),
+		each("late subscriber, QoS 0: RSS added", "bounded", rssAdded(q0), fmtMB, 1),
 		gotRow("late subscriber, QoS 1 (acking): got", q1),
-		each("late subscriber, QoS 1 (acking): time", "-", secs(q1), fmtSecs, true),
-		each("RSS added by two late subscribers (QoS 0)", "bounded", rssAdded(two), fmtMB, true),
+		each("late subscriber, QoS 1 (acking): time", "-", secs(q1), fmtSecs, 0.001),
+		each("RSS added by two late subscribers (QoS 0)", "bounded", rssAdded(two), fmtMB, 1),
 	}
 	twoRow := row{Measure: "two late subscribers (QoS 0): got", Mosquitto: "-", Ours: "-", Ratio: -1, Target: "every node"}
 	if mosq != nil {
