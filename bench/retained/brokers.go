@@ -123,28 +123,6 @@ func newMosquitto(p params, dir string) (*server, error) {
 		mqttAddr: addr, user: p.User, pass: p.Pass}, nil
 }
 
-// bridgeConfig renders cmd/bridge's YAML: the defaults but for loopback
-// listeners, a data directory, warnings only in the log, and the publisher
-// account (the embedded broker lets only configured users publish). If the
-// bridge's config schema moves, this is the one place to adjust.
-func bridgeConfig(mqttAddr, httpAddr, dataDir, user, passwordHash string) string {
-	return fmt.Sprintf(`log:
-  level: warn
-data_dir: %q
-http:
-  address: %q
-broker:
-  listeners:
-    - name: mqtt
-      type: tcp
-      address: %q
-  users:
-    - username: %q
-      password_hash: %q
-      publish: ["chef/#"]
-`, dataDir, httpAddr, mqttAddr, user, passwordHash)
-}
-
 // newBridge prepares cmd/bridge (bin) with bridgeConfig in dir.
 func newBridge(p params, bin, dir string) (*server, error) {
 	mqttAddr, err := benchkit.FreeAddr()
@@ -160,7 +138,7 @@ func newBridge(p params, bin, dir string) (*server, error) {
 		return nil, err
 	}
 	confFile := filepath.Join(dir, "bridge.yaml")
-	conf := bridgeConfig(mqttAddr, httpAddr, filepath.Join(dir, "data"), p.User, string(hash))
+	conf := benchkit.BridgeConfig(mqttAddr, httpAddr, filepath.Join(dir, "data"), p.User, string(hash), "chef/#")
 	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
@@ -190,11 +168,4 @@ func waitHTTP(ctx context.Context, url string, proc *benchkit.Proc, timeout time
 		return fmt.Errorf("%s not ready after %v: %v\nlog tail:\n%s", url, timeout, last, proc.LogTail())
 	}
 	return nil
-}
-
-// mosquittoVersion returns e.g. "mosquitto version 2.0.11".
-func mosquittoVersion(bin string) string {
-	out, _ := exec.Command(bin, "-h").CombinedOutput()
-	line, _, _ := strings.Cut(string(out), "\n")
-	return strings.TrimSpace(line)
 }

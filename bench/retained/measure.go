@@ -72,7 +72,7 @@ func run(ctx context.Context, p params, progress io.Writer) (*report, error) {
 	for _, b := range p.Brokers {
 		measureOurs = measureOurs || b == nameOurs
 		if b == nameMosquitto {
-			rep.Mosquitto = mosquittoVersion(p.MosqBin)
+			rep.Mosquitto = benchkit.MosquittoVersion(p.MosqBin)
 		}
 	}
 

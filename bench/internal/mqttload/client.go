@@ -480,50 +480,9 @@ func (c *Client) encode(m outMsg) error {
 		p := c.pubPayload
 		binary.LittleEndian.PutUint64(p[0:], uint64(time.Now().UnixNano()))
 		binary.LittleEndian.PutUint64(p[8:], m.seq)
-		rl := 2 + len(c.pubTopic) + len(p)
-		h := byte(pktPublish << 4)
-		if m.qos > 0 {
-			rl += 2
-			h |= m.qos << 1
-		}
-		var hdr [5]byte
-		hb := append(hdr[:0], h)
-		hb = appendVarint(hb, rl)
-		w.Write(hb)
-		w.WriteByte(byte(len(c.pubTopic) >> 8))
-		w.WriteByte(byte(len(c.pubTopic)))
-		w.WriteString(c.pubTopic)
-		if m.qos > 0 {
-			w.WriteByte(byte(m.pid >> 8))
-			w.WriteByte(byte(m.pid))
-		}
-		_, err := w.Write(p)
-		c.written.Add(1)
-		return err
+		return c.encodePublish(c.pubTopic, p, m.qos, false, m.pid)
 	case outMessage:
-		rl := 2 + len(m.topic) + len(m.payload)
-		h := byte(pktPublish << 4)
-		if m.qos > 0 {
-			rl += 2
-			h |= m.qos << 1
-		}
-		if m.retain {
-			h |= 1
-		}
-		var hdr [5]byte
-		hb := append(hdr[:0], h)
-		hb = appendVarint(hb, rl)
-		w.Write(hb)
-		w.WriteByte(byte(len(m.topic) >> 8))
-		w.WriteByte(byte(len(m.topic)))
-		w.WriteString(m.topic)
-		if m.qos > 0 {
-			w.WriteByte(byte(m.pid >> 8))
-			w.WriteByte(byte(m.pid))
-		}
-		_, err := w.Write(m.payload)
-		c.written.Add(1)
-		return err
+		return c.encodePublish(m.topic, m.payload, m.qos, m.retain, m.pid)
 	case outSubscribe:
 		var b []byte
 		b = append(b, pktSubscribe<<4|0x02)
@@ -543,6 +502,34 @@ func (c *Client) encode(m outMsg) error {
 		return nil
 	}
 	return fmt.Errorf("mqtt: unknown outgoing kind %d", m.kind)
+}
+
+// encodePublish writes one PUBLISH into the write buffer and counts it.
+func (c *Client) encodePublish(topic string, payload []byte, qos byte, retain bool, pid uint16) error {
+	w := c.bw
+	rl := 2 + len(topic) + len(payload)
+	h := byte(pktPublish << 4)
+	if qos > 0 {
+		rl += 2
+		h |= qos << 1
+	}
+	if retain {
+		h |= 1
+	}
+	var hdr [5]byte
+	hb := append(hdr[:0], h)
+	hb = appendVarint(hb, rl)
+	w.Write(hb)
+	w.WriteByte(byte(len(topic) >> 8))
+	w.WriteByte(byte(len(topic)))
+	w.WriteString(topic)
+	if qos > 0 {
+		w.WriteByte(byte(pid >> 8))
+		w.WriteByte(byte(pid))
+	}
+	_, err := w.Write(payload)
+	c.written.Add(1)
+	return err
 }
 
 // SetPublishTemplate prepares the topic and payload that Publish sends;
