@@ -241,6 +241,11 @@ func (c *gatedConn) writeOwn(pk []byte, id uint16, qos byte) error {
 type ackGate struct {
 	wait map[uint16]uint64 // packet id -> the store write its ack waits for
 	segs []heldSegment
+	// armed is set while a release waits for the store's sync of last,
+	// the latest write an ack waits for: one wake-up per sync, not one
+	// per publish.
+	armed bool
+	last  uint64
 }
 
 // heldSegment is what was written from one waiting ack up to the next.
@@ -313,12 +318,23 @@ func ackID(pk []byte) (uint16, bool) {
 // mochi writes the ack.
 func (c *gatedConn) awaitDurable(id uint16, seq uint64) {
 	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if c.durable.wait == nil {
 		c.durable.wait = map[uint16]uint64{}
 	}
 	c.durable.wait[id] = seq
-	c.wmu.Unlock()
-	c.g.retained.WhenDurable(seq, func(err error) {
+	c.durable.last = max(c.durable.last, seq)
+	c.armLocked()
+}
+
+// armLocked asks the store to release the connection once its latest
+// awaited write is on disk, unless it already asked; the caller holds wmu.
+func (c *gatedConn) armLocked() {
+	if c.durable.armed {
+		return
+	}
+	c.durable.armed = true
+	c.g.retained.WhenDurable(c.durable.last, func(err error) {
 		// On the store's sync goroutine, which must not wait on a client.
 		go c.releaseDurable(err)
 	})
@@ -335,8 +351,13 @@ func (c *gatedConn) releaseDurable(err error) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if out := c.durable.release(c.g.synced()); len(out) > 0 && c.werr == nil {
+	c.durable.armed = false
+	synced := c.g.synced()
+	if out := c.durable.release(synced); len(out) > 0 && c.werr == nil {
 		_ = c.writeLocked(out)
+	}
+	if c.durable.last > synced {
+		c.armLocked()
 	}
 }
 

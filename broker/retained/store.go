@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,8 +280,24 @@ func (s *Store) syncLoop() {
 	}
 }
 
+// gatherRounds bounds how often a sync lets the writers go on before it
+// starts, while they keep writing.
+const gatherRounds = 16
+
 func (s *Store) syncOnce() {
+	// A publisher's window of messages arrives in one read and is applied
+	// one by one: let the writers that are at it finish, so that one fsync
+	// covers the window rather than its first message. This yields the
+	// processor, and never waits on a clock.
 	target := s.written.Load()
+	for range gatherRounds {
+		runtime.Gosched()
+		now := s.written.Load()
+		if now == target {
+			break
+		}
+		target = now
+	}
 	if target <= s.synced.Load() {
 		return
 	}
