@@ -153,10 +153,12 @@ type fleet struct {
 	orgs    map[string]int
 	groups  map[string]int
 	version uint64
+	// interned holds the strings nodes share (see intern).
+	interned map[string]string
 }
 
 func newFleet() *fleet {
-	return &fleet{nodes: map[string]*Node{}, orgs: map[string]int{}, groups: map[string]int{}}
+	return &fleet{nodes: map[string]*Node{}, orgs: map[string]int{}, groups: map[string]int{}, interned: map[string]string{}}
 }
 
 // count adds d to the node counts of n's org and policy group.
@@ -200,12 +202,38 @@ func (f *fleet) set(topic string, n *Node) {
 		return
 	}
 	if n != nil {
+		f.intern(n)
 		f.nodes[topic] = n
 		f.count(n, 1)
 		f.sorted.insert(n)
 	}
 	f.version++
 }
+
+// intern shares the strings that most nodes of a fleet have in common (an
+// organisation, a status, a policy, a Chef version, a failing cookbook and
+// its owner) with every other node that has them, so that the view of a
+// fleet of 100,000 holds each once rather than 100,000 times. The table is
+// bounded: past maxInterned strings it starts again (a fleet whose every
+// node has its own policy gains nothing from it).
+func (f *fleet) intern(n *Node) {
+	for _, s := range []*string{&n.Org, &n.Status, &n.PolicyName, &n.PolicyGroup, &n.ChefVersion, &n.ErrorClass, &n.FailedCookbook, &n.Owner} {
+		if *s == "" {
+			continue
+		}
+		if shared, ok := f.interned[*s]; ok {
+			*s = shared
+			continue
+		}
+		if len(f.interned) >= maxInterned {
+			clear(f.interned)
+		}
+		f.interned[*s] = *s
+	}
+}
+
+// maxInterned bounds the fleet's table of shared strings.
+const maxInterned = 4096
 
 // defaultChunk is the most nodes an order's chunk holds.
 const defaultChunk = 512

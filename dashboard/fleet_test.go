@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The fleet keeps its display order through inserts, replacements and
@@ -92,5 +93,19 @@ func BenchmarkFleetSet(b *testing.B) {
 				f.set(topic, &Node{Topic: topic, Name: topic, Status: "success", end: now.Add(time.Duration(i) * time.Millisecond)})
 			}
 		})
+	}
+}
+
+// TestFleetSharesCommonStrings: nodes with the same organisation, status and
+// Chef version hold one copy of each, however they were decoded.
+func TestFleetSharesCommonStrings(t *testing.T) {
+	f := newFleet()
+	for i := range 3 {
+		n := &Node{Topic: fmt.Sprintf("chef/o/n%d/status", i), Org: string([]byte("org")), Status: string([]byte("success")), ChefVersion: string([]byte("18.2.7"))}
+		f.set(n.Topic, n)
+	}
+	a, b := f.nodes["chef/o/n0/status"], f.nodes["chef/o/n2/status"]
+	if unsafe.StringData(a.Org) != unsafe.StringData(b.Org) || unsafe.StringData(a.Status) != unsafe.StringData(b.Status) || unsafe.StringData(a.ChefVersion) != unsafe.StringData(b.ChefVersion) {
+		t.Fatal("two nodes hold their own copies of the strings they share")
 	}
 }
