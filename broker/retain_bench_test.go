@@ -14,11 +14,16 @@ import (
 // BenchmarkRetainedPublish is the broker's side of a fleet's statuses
 // arriving: one MQTT 3.1.1 publisher over TCP, QoS 1 retained messages of
 // 467 bytes on distinct topics with 100 in flight, into the store on disk
-// (each PUBACK waits for its sync). bench/retained measures the bridge
-// against mosquitto; this is for profiles (-cpuprofile).
+// (each PUBACK waits for its sync), and in memory. bench/retained measures
+// the bridge against mosquitto; this is for profiles (-cpuprofile).
 func BenchmarkRetainedPublish(b *testing.B) {
+	b.Run("disk", func(b *testing.B) { benchmarkRetainedPublish(b, b.TempDir()) })
+	b.Run("memory", func(b *testing.B) { benchmarkRetainedPublish(b, "") })
+}
+
+func benchmarkRetainedPublish(b *testing.B, path string) {
 	cfg := testConfig()
-	cfg.Persistence.Path = b.TempDir()
+	cfg.Persistence.Path = path
 	cfg.Users = []User{{Username: "pub", PasswordHash: hash(b, "pw"), Publish: []string{"#"}}}
 	br, err := New(cfg, Options{})
 	if err != nil {
