@@ -118,13 +118,16 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 	switch cfg.Broker.Mode {
 	case broker.ModeExternal:
 		ext := cfg.Broker.External
-		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log); err != nil {
+		// Its messages are routed before they are published here, but a
+		// 2xx also means "on the broker": while it is down, senders retry.
+		lost := mqttsink.WhenLost("HTTP senders get 503 until it is back, and retry")
+		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log, lost); err != nil {
 			return nil, err
 		}
 		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, inputMetrics, log); err != nil {
 			return nil, err
 		}
-		b.publisher = &fittedPublisher{router: b.router, next: b.external}
+		b.publisher = &externalPublisher{router: b.router, next: b.external}
 	default:
 		if b.broker, err = broker.New(cfg.Broker, broker.Options{Logger: log, Registerer: b.registry}); err != nil {
 			return nil, err
@@ -350,7 +353,6 @@ func (b *Bridge) HTTPAddr() string { return b.http.Addr() }
 // Broker is the embedded broker (nil in external mode).
 func (b *Bridge) Broker() *broker.Broker { return b.broker }
 
-// Publisher is what adapters publish through: in embedded mode the router,
-// then the broker; in external mode the external broker, whose subscriber
-// side routes.
+// Publisher is what adapters publish through: the router, then the broker
+// (embedded or external).
 func (b *Bridge) Publisher() bus.Publisher { return b.publisher }

@@ -2,15 +2,14 @@ package mqttin
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -45,10 +44,6 @@ type Subscriber struct {
 	maxBackoff time.Duration
 	queue      queue
 
-	// idPrefix and seq make de-duplication ids: unique per message received.
-	idPrefix string
-	seq      atomic.Uint64
-
 	// state is why the connection is down (a CONNACK's "not Authorized",
 	// a refused dial), for Ready and the log.
 	state *connstate.State
@@ -82,8 +77,6 @@ const (
 // connection (as for an mqtt sink, with its own client id); m counts the
 // QoS 0 messages dropped.
 func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics, log zerolog.Logger) (*Subscriber, error) {
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails
 	s := &Subscriber{
 		router:     r,
 		filters:    routeFilters(r.Filters()),
@@ -91,7 +84,6 @@ func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics,
 		log:        log.With().Str("component", "router-subscriber").Logger(),
 		dropped:    m.externalDropped,
 		maxBackoff: cfg.MaxReconnectInterval,
-		idPrefix:   "mqtt-" + hex.EncodeToString(nonce[:]) + "-",
 		done:       make(chan struct{}),
 	}
 	if s.maxBackoff <= 0 {
@@ -278,7 +270,7 @@ func (s *Subscriber) run() {
 		now := s.router.Now()
 		for _, m := range batch {
 			msg := bus.Message{Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retain: m.Retained(), Headers: map[string]string{
-				bus.HeaderMsgID:      s.msgID(),
+				bus.HeaderMsgID:      ContentID(m.Topic(), m.Payload()),
 				bus.HeaderSource:     SourceMQTT,
 				bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
 			}}
@@ -308,14 +300,22 @@ func (s *Subscriber) run() {
 	}
 }
 
-// msgID is a de-duplication id made when a message is received: it travels
-// with the message through the sinks' retries and the outbox, so those are
-// stored once, while two identical messages (heartbeats) are two. A
-// redelivery by the external broker (after a reconnect) gets a new id: MQTT
-// 3.1.1 carries no header that could say it is the same message, so it may
-// be stored twice, as at-least-once allows.
-func (s *Subscriber) msgID() string {
-	return s.idPrefix + strconv.FormatUint(s.seq.Add(1), 10)
+// ContentID is the de-duplication id of a message from the external broker,
+// made from its topic and payload: every bridge gives the same id to the
+// same message, so that JetStream stores once a message routed twice (by
+// the bridge whose adapter published it, then by the router subscriber the
+// broker hands it to) or redelivered (after a bridge's crash or reconnect:
+// MQTT 3.1.1 carries no header that could say it is the same message).
+// The price: two messages with the same topic and payload, from MQTT
+// publishers, within the stream's duplicate_window, are stored once.
+func ContentID(topic string, payload []byte) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(topic)))])
+	h.Write([]byte(topic))
+	h.Write(payload)
+	var sum [sha256.Size]byte
+	return "mqtt-" + hex.EncodeToString(h.Sum(sum[:0])[:16])
 }
 
 // Close stops routing and disconnects. Messages received but not acknowledged

@@ -121,7 +121,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 			}
 			if !s.closed.Load() {
 				s.state.Lost(err)
-				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes go to the outbox")
+				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes wait in their outbox (senders get 503 once it is full)")
 			}
 		}),
 		// A dial that failed (an authorization error is reported by
