@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log, lost); err != nil {
 			return nil, err
 		}
-		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, inputMetrics, log); err != nil {
+		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, adapterTopicPrefixes(cfg), inputMetrics, log); err != nil {
 			return nil, err
 		}
 		b.publisher = &externalPublisher{router: b.router, next: b.external}
@@ -185,7 +185,9 @@ func (b *Bridge) routes() {
 // readyz answers 200 when the bridge can take messages and deliver them: the
 // broker is up, in external mode the router's subscription there is in
 // place, and every required route's sink is connected. The body says what
-// fails, and each route's state with its sink's reason (a wrong password).
+// fails, and each route's state with its sink's reason (a wrong password);
+// "warnings" says what the bridge saw of an external broker that drops
+// messages, which does not make it unready.
 func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 	checks, ready := b.readiness()
 	routes := map[string]router.RouteStatus{}
@@ -193,6 +195,16 @@ func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 		routes[st.Route] = st
 	}
 	body := map[string]any{"status": "ok", "checks": checks, "routes": routes}
+	if b.subscriber != nil {
+		if w := b.subscriber.Warnings(); len(w) > 0 {
+			body["warnings"] = w
+		}
+	}
+	if b.subscriber != nil {
+		if w := b.subscriber.Warnings(); len(w) > 0 {
+			body["warnings"] = w
+		}
+	}
 	status := http.StatusOK
 	if !ready {
 		body["status"], status = "unavailable", http.StatusServiceUnavailable

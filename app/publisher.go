@@ -3,10 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/mqttin"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -39,15 +37,10 @@ func (p *routedPublisher) Publish(ctx context.Context, msgs ...bus.Message) erro
 // the promise of embedded mode: it routes first (every required sink
 // confirmed, or the outbox written), then publishes on the external broker,
 // so a sender's 2xx never waits on another bridge's router, which may be
-// dead, or on a broker that may drop what it queued for it.
-//
-// Every bridge's router subscriber receives its share of those messages
-// from the broker and routes them again: MQTT 3.1.1 carries nothing that
-// would say a bridge routed them already. So the message is routed under
-// the de-duplication id that subscriber will give it, made from its topic
-// and payload (mqttin.ContentID): JetStream stores the second routing's
-// copy as the first one, whichever bridge routes it, within the stream's
-// duplicate_window.
+// dead, or on a broker that may drop what it queued for that router. The
+// router subscribers of the fleet do not route these messages again: they
+// skip the adapters' topic prefixes (mqttin.NewSubscriber), so each message
+// is routed once, under its adapter's de-duplication id.
 type externalPublisher struct {
 	router *router.Router
 	next   bus.Publisher
@@ -59,16 +52,7 @@ func (p *externalPublisher) Publish(ctx context.Context, msgs ...bus.Message) er
 			return fmt.Errorf("publish %q: %w: %w", msgs[i].Topic, bus.ErrInvalid, err)
 		}
 	}
-	routed := make([]bus.Message, len(msgs))
-	for i, m := range msgs {
-		m.Headers = maps.Clone(m.Headers) // the caller's map stays as it was
-		if m.Headers == nil {
-			m.Headers = make(map[string]string, 1)
-		}
-		m.Headers[bus.HeaderMsgID] = mqttin.ContentID(m.Topic, m.Payload)
-		routed[i] = m
-	}
-	if err := p.router.Route(ctx, routed...); err != nil {
+	if err := p.router.Route(ctx, msgs...); err != nil {
 		return err
 	}
 	return p.next.Publish(ctx, msgs...)

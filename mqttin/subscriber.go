@@ -2,14 +2,15 @@ package mqttin
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -38,11 +39,21 @@ type Subscriber struct {
 	client  paho.Client
 	filters []string
 	group   string
+	// own are the adapters' topic prefixes, whose messages a bridge routed
+	// before publishing them (see NewSubscriber).
+	own []string
 	log     zerolog.Logger
 	dropped prometheus.Counter // QoS 0 messages the queue had no room for
+	// brokerDropped is what the external broker says it dropped since the
+	// subscriber first heard (see watchBrokerDrops).
+	brokerDropped prometheus.Gauge
 	// maxBackoff bounds the wait between attempts to subscribe.
 	maxBackoff time.Duration
 	queue      queue
+
+	// idPrefix and seq make de-duplication ids: unique per message received.
+	idPrefix string
+	seq      atomic.Uint64
 
 	// state is why the connection is down (a CONNACK's "not Authorized",
 	// a refused dial), for Ready and the log.
@@ -52,6 +63,10 @@ type Subscriber struct {
 	conn       uint64 // counts connections; a subscribe loop of an older one stops
 	subscribed bool   // the shared subscription is in place on the current connection
 	subErr     error  // why the last attempt to subscribe failed
+	// dropsLast is the broker's count of dropped messages last heard, and
+	// drops how many it dropped since first heard (see watchBrokerDrops).
+	dropsLast, drops uint64
+	dropsHeard       bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -76,14 +91,25 @@ const (
 // NewSubscriber prepares the subscription for r's routes; cfg describes the
 // connection (as for an mqtt sink, with its own client id); m counts the
 // QoS 0 messages dropped.
-func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics, log zerolog.Logger) (*Subscriber, error) {
+//
+// ownPrefixes are the topic prefixes of the bridges' own adapters (chef,
+// ansible, ...): the bridge whose adapter accepted such a message routed it
+// before publishing it on the broker (a sender's 2xx waits for that), so the
+// subscriber acknowledges it without routing it again. MQTT 3.1.1 carries
+// nothing else that could tell it which messages a bridge routed already.
+func NewSubscriber(r *router.Router, cfg sinks.Config, group string, ownPrefixes []string, m *Metrics, log zerolog.Logger) (*Subscriber, error) {
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails
 	s := &Subscriber{
 		router:     r,
 		filters:    routeFilters(r.Filters()),
 		group:      group,
+		own:        ownPrefixes,
 		log:        log.With().Str("component", "router-subscriber").Logger(),
 		dropped:    m.externalDropped,
+		brokerDropped: m.brokerDropped,
 		maxBackoff: cfg.MaxReconnectInterval,
+		idPrefix:   "mqtt-" + hex.EncodeToString(nonce[:]) + "-",
 		done:       make(chan struct{}),
 	}
 	if s.maxBackoff <= 0 {
@@ -195,7 +221,9 @@ func (s *Subscriber) onConnect(c paho.Client) {
 			return // a newer connection subscribes
 		}
 		if err == nil {
-			s.log.Info().Strs("filters", s.filters).Str("group", s.group).Msg("routing from the external broker")
+			s.log.Info().Strs("filters", s.filters).Str("group", s.group).Strs("routed_by_adapters", s.own).
+				Msg("routing from the external broker; messages under the adapters' topic prefixes were routed by the bridge that accepted them, and are not routed again (an MQTT publisher's message there is not routed)")
+			s.watchBrokerDrops(c)
 			return
 		}
 		wait := retry.Next()
@@ -207,6 +235,56 @@ func (s *Subscriber) onConnect(c paho.Client) {
 			return // the next connection subscribes
 		}
 	}
+}
+
+// brokerDropsTopic is where mosquitto publishes how many messages it has
+// dropped (every sys_interval, 10s by default): a queue for a disconnected
+// client over max_queued_messages or max_queued_bytes, which is how a dead
+// bridge's share of the shared subscription is lost.
+const brokerDropsTopic = "$SYS/broker/publish/messages/dropped"
+
+// watchBrokerDrops subscribes to what the broker says of the messages it
+// drops, where it says it (mosquitto; EMQX and others publish no such
+// topic, and an ACL may refuse it: then nothing is known, and nothing is
+// said). The count when first heard is the base: drops before the bridge
+// started may be any client's. Every rise after it is logged, counted and
+// shown by /readyz.
+func (s *Subscriber) watchBrokerDrops(c paho.Client) {
+	c.Subscribe(brokerDropsTopic, 0, func(_ paho.Client, m paho.Message) {
+		n, err := strconv.ParseUint(strings.TrimSpace(string(m.Payload())), 10, 64)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if !s.dropsHeard {
+			s.dropsLast, s.dropsHeard = n, true
+		}
+		if n < s.dropsLast {
+			s.dropsLast = 0 // the broker restarted, and counts from 0 again
+		}
+		rise := n - s.dropsLast
+		s.dropsLast = n
+		s.drops += rise
+		total := s.drops
+		s.mu.Unlock()
+		s.brokerDropped.Set(float64(total))
+		if rise > 0 {
+			s.log.Error().Uint64("dropped", rise).Uint64("dropped_since_start", total).
+				Msg("the external broker dropped messages it had queued (mosquitto's max_queued_messages, max_queued_bytes): if they were a stopped bridge's share of the shared subscription, messages from MQTT publishers are lost; set max_queued_messages 0 (see the README's broker settings)")
+		}
+	})
+}
+
+// Warnings are what the subscriber has seen of an external broker that
+// drops messages, for /readyz: they do not make the bridge unready (the
+// other bridges see the same), but say what to change.
+func (s *Subscriber) Warnings() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drops == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("the external broker dropped %d messages since this bridge started (%s); raise mosquitto's max_queued_messages (0: no limit)", s.drops, brokerDropsTopic)}
 }
 
 // setSubscribed records the outcome of subscribing on connection conn (0:
@@ -269,8 +347,11 @@ func (s *Subscriber) run() {
 		msgs := make([]bus.Message, 0, len(batch))
 		now := s.router.Now()
 		for _, m := range batch {
+			if s.routedByAdapter(m.Topic()) {
+				continue // acknowledged with the batch: its bridge routed it
+			}
 			msg := bus.Message{Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retain: m.Retained(), Headers: map[string]string{
-				bus.HeaderMsgID:      ContentID(m.Topic(), m.Payload()),
+				bus.HeaderMsgID:      s.msgID(),
 				bus.HeaderSource:     SourceMQTT,
 				bus.HeaderReceivedAt: now.UTC().Format(time.RFC3339Nano),
 			}}
@@ -300,22 +381,25 @@ func (s *Subscriber) run() {
 	}
 }
 
-// ContentID is the de-duplication id of a message from the external broker,
-// made from its topic and payload: every bridge gives the same id to the
-// same message, so that JetStream stores once a message routed twice (by
-// the bridge whose adapter published it, then by the router subscriber the
-// broker hands it to) or redelivered (after a bridge's crash or reconnect:
-// MQTT 3.1.1 carries no header that could say it is the same message).
-// The price: two messages with the same topic and payload, from MQTT
-// publishers, within the stream's duplicate_window, are stored once.
-func ContentID(topic string, payload []byte) string {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(topic)))])
-	h.Write([]byte(topic))
-	h.Write(payload)
-	var sum [sha256.Size]byte
-	return "mqtt-" + hex.EncodeToString(h.Sum(sum[:0])[:16])
+// msgID is a de-duplication id made when a message is received: it travels
+// with the message through the sinks' retries and the outbox, so those are
+// stored once, while two identical messages (heartbeats) are two. A
+// redelivery by the external broker (after a reconnect) gets a new id: MQTT
+// 3.1.1 carries no header that could say it is the same message, so it may
+// be stored twice, as at-least-once allows.
+func (s *Subscriber) msgID() string {
+	return s.idPrefix + strconv.FormatUint(s.seq.Add(1), 10)
+}
+
+// routedByAdapter reports whether topic is under one of the adapters'
+// topic prefixes.
+func (s *Subscriber) routedByAdapter(topic string) bool {
+	for _, p := range s.own {
+		if topic == p || strings.HasPrefix(topic, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Close stops routing and disconnects. Messages received but not acknowledged
