@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -124,7 +125,10 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log, lost); err != nil {
 			return nil, err
 		}
-		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, adapterTopicPrefixes(cfg), inputMetrics, log); err != nil {
+		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), mqttin.SubscriberOptions{
+			Group: ext.ShareGroup, OwnPrefixes: adapterTopicPrefixes(cfg), Metrics: inputMetrics, Logger: log,
+			SessionMark: filepath.Join(cfg.DataDir, "mqtt", ext.ClientID+"-router.session"),
+		}); err != nil {
 			return nil, err
 		}
 		b.publisher = &externalPublisher{router: b.router, next: b.external}

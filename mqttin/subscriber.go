@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,8 +44,11 @@ type Subscriber struct {
 	// own are the adapters' topic prefixes, whose messages a bridge routed
 	// before publishing them (see NewSubscriber).
 	own []string
-	log     zerolog.Logger
-	dropped prometheus.Counter // QoS 0 messages the queue had no room for
+	// sessionMark and sessionsLost: see SubscriberOptions.SessionMark.
+	sessionMark  string
+	sessionsLost prometheus.Counter
+	log          zerolog.Logger
+	dropped      prometheus.Counter // QoS 0 messages the queue had no room for
 	// brokerDropped is what the external broker says it dropped since the
 	// subscriber first heard (see watchBrokerDrops).
 	brokerDropped prometheus.Gauge
@@ -67,6 +72,7 @@ type Subscriber struct {
 	// drops how many it dropped since first heard (see watchBrokerDrops).
 	dropsLast, drops uint64
 	dropsHeard       bool
+	sessionLost      bool // the broker had no session at the start, though it once did
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,29 +94,46 @@ const (
 	maxQoS0Bytes  = 64 << 20
 )
 
+// SubscriberOptions are what NewSubscriber needs besides the router and the
+// connection.
+type SubscriberOptions struct {
+	// Group is the share group: $share/<Group>/<filter>.
+	Group string
+	// OwnPrefixes: see NewSubscriber.
+	OwnPrefixes []string
+	// SessionMark is a file that says the broker once had this client's
+	// session; when set, a broker that has none at the next start (it
+	// expired, or a restart without persistence lost it) is reported.
+	SessionMark string
+	Metrics     *Metrics
+	Logger      zerolog.Logger
+}
+
 // NewSubscriber prepares the subscription for r's routes; cfg describes the
-// connection (as for an mqtt sink, with its own client id); m counts the
-// QoS 0 messages dropped.
+// connection (as for an mqtt sink, with its own client id).
 //
-// ownPrefixes are the topic prefixes of the bridges' own adapters (chef,
+// OwnPrefixes are the topic prefixes of the bridges' own adapters (chef,
 // ansible, ...): the bridge whose adapter accepted such a message routed it
 // before publishing it on the broker (a sender's 2xx waits for that), so the
 // subscriber acknowledges it without routing it again. MQTT 3.1.1 carries
 // nothing else that could tell it which messages a bridge routed already.
-func NewSubscriber(r *router.Router, cfg sinks.Config, group string, ownPrefixes []string, m *Metrics, log zerolog.Logger) (*Subscriber, error) {
+func NewSubscriber(r *router.Router, cfg sinks.Config, o SubscriberOptions) (*Subscriber, error) {
+	group, ownPrefixes, m, log := o.Group, o.OwnPrefixes, o.Metrics, o.Logger
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails
 	s := &Subscriber{
-		router:     r,
-		filters:    routeFilters(r.Filters()),
-		group:      group,
-		own:        ownPrefixes,
-		log:        log.With().Str("component", "router-subscriber").Logger(),
-		dropped:    m.externalDropped,
+		router:        r,
+		filters:       routeFilters(r.Filters()),
+		group:         group,
+		own:           ownPrefixes,
+		sessionMark:   o.SessionMark,
+		sessionsLost:  m.sessionsLost,
+		log:           log.With().Str("component", "router-subscriber").Logger(),
+		dropped:       m.externalDropped,
 		brokerDropped: m.brokerDropped,
-		maxBackoff: cfg.MaxReconnectInterval,
-		idPrefix:   "mqtt-" + hex.EncodeToString(nonce[:]) + "-",
-		done:       make(chan struct{}),
+		maxBackoff:    cfg.MaxReconnectInterval,
+		idPrefix:      "mqtt-" + hex.EncodeToString(nonce[:]) + "-",
+		done:          make(chan struct{}),
 	}
 	if s.maxBackoff <= 0 {
 		s.maxBackoff = 30 * time.Second
@@ -165,9 +188,44 @@ func (s *Subscriber) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("router subscriber: start: %w", err)
 	}
-	s.client.Connect()
+	tok := s.client.Connect()
 	go s.run()
+	go s.checkSession(tok)
 	return nil
+}
+
+// checkSession reports a broker that has no session for this client at the
+// first connection though it had one before (SessionMark says so): what it
+// had queued for the bridge while it was down is gone. Only the first
+// connection's CONNACK is seen: paho does not show those of its reconnects.
+func (s *Subscriber) checkSession(tok paho.Token) {
+	if s.sessionMark == "" {
+		return
+	}
+	select {
+	case <-tok.Done():
+	case <-s.ctx.Done():
+		return
+	}
+	ct, ok := tok.(*paho.ConnectToken)
+	if !ok || tok.Error() != nil {
+		return
+	}
+	if _, err := os.Stat(s.sessionMark); err == nil && !ct.SessionPresent() {
+		s.mu.Lock()
+		s.sessionLost = true
+		s.mu.Unlock()
+		s.sessionsLost.Inc()
+		s.log.Error().Msg("the external broker had no session for the router though it had one before: it expired (mosquitto persistent_client_expiration, EMQX session_expiry_interval) or a broker restart lost it (mosquitto persistence true); what it queued for this bridge while it was down is lost")
+		return
+	}
+	err := os.MkdirAll(filepath.Dir(s.sessionMark), 0o750)
+	if err == nil {
+		err = os.WriteFile(s.sessionMark, []byte("the external broker holds a persistent session for this bridge's router\n"), 0o600)
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Msg("cannot note that the broker has the router's session; a session it loses will not be reported")
+	}
 }
 
 // Ready returns nil while the subscriber is connected to the external broker
@@ -281,10 +339,14 @@ func (s *Subscriber) watchBrokerDrops(c paho.Client) {
 func (s *Subscriber) Warnings() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.drops == 0 {
-		return nil
+	var out []string
+	if s.sessionLost {
+		out = append(out, "the external broker had lost the router's session at the start (raise mosquitto's persistent_client_expiration, EMQX's session_expiry_interval; mosquitto persistence true)")
 	}
-	return []string{fmt.Sprintf("the external broker dropped %d messages since this bridge started (%s); raise mosquitto's max_queued_messages (0: no limit)", s.drops, brokerDropsTopic)}
+	if s.drops == 0 {
+		return out
+	}
+	return append(out, fmt.Sprintf("the external broker dropped %d messages since this bridge started (%s); raise mosquitto's max_queued_messages (0: no limit)", s.drops, brokerDropsTopic))
 }
 
 // setSubscribed records the outcome of subscribing on connection conn (0:

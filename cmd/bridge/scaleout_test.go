@@ -233,7 +233,8 @@ func scrape(t *testing.T, addr, name string) float64 {
 }
 
 // streamEvents reads the stream from the start until every id of want is
-// seen and nothing is left, or a deadline passes, and counts each event id.
+// seen and nothing is left, or a deadline passes, and counts each event id
+// (the messages' Nats-Msg-Id).
 func streamEvents(t *testing.T, url string, want map[string]bool) map[string]int {
 	t.Helper()
 	nc, err := nats.Connect(url)
@@ -264,13 +265,9 @@ func streamEvents(t *testing.T, url string, want map[string]bool) map[string]int
 			if md, err := m.Metadata(); err == nil {
 				pending = md.NumPending
 			}
-			var ev struct {
-				EventID string `json:"event_id"`
-			}
-			if json.Unmarshal(m.Data(), &ev) != nil {
-				continue
-			}
-			if seen[ev.EventID]++; seen[ev.EventID] == 1 && want[ev.EventID] {
+			// The Ansible adapter's de-duplication id is the event's event_id.
+			id := m.Headers().Get(jetstream.MsgIDHeader)
+			if seen[id]++; seen[id] == 1 && want[id] {
 				found++
 			}
 		}
