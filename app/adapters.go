@@ -12,6 +12,7 @@ import (
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/adapters/launchpad"
 	"github.com/opsfirehose/firehose/adapters/subunit"
+	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/httpserver"
 )
 
@@ -82,4 +83,20 @@ func (b *Bridge) adapterTokens(own []httpserver.Token) *httpserver.Tokens {
 		return httpserver.NewTokens(own)
 	}
 	return b.http.Tokens()
+}
+
+// adapterTopicPrefixes are the topic prefixes of the enabled adapters: in
+// external mode, the bridge that accepts such a message routes it, and the
+// router subscribers leave it alone.
+func adapterTopicPrefixes(cfg config.Config) []string {
+	var out []string
+	for _, a := range []intake.Config{cfg.Chef.Config, cfg.Ansible.Config, cfg.Gerrit.Config, cfg.Launchpad, cfg.Subunit.Config} {
+		if a.Enabled {
+			out = append(out, a.TopicPrefix)
+		}
+	}
+	if cfg.ConfigDB.Enabled {
+		out = append(out, cfg.ConfigDB.TopicPrefix)
+	}
+	return out
 }

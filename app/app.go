@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -118,13 +119,19 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 	switch cfg.Broker.Mode {
 	case broker.ModeExternal:
 		ext := cfg.Broker.External
-		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log); err != nil {
+		// Its messages are routed before they are published here, but a
+		// 2xx also means "on the broker": while it is down, senders retry.
+		lost := mqttsink.WhenLost("HTTP senders get 503 until it is back, and retry")
+		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log, lost); err != nil {
 			return nil, err
 		}
-		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), ext.ShareGroup, inputMetrics, log); err != nil {
+		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), mqttin.SubscriberOptions{
+			Group: ext.ShareGroup, OwnPrefixes: adapterTopicPrefixes(cfg), Metrics: inputMetrics, Logger: log,
+			SessionMark: filepath.Join(cfg.DataDir, "mqtt", ext.ClientID+"-router.session"),
+		}); err != nil {
 			return nil, err
 		}
-		b.publisher = &fittedPublisher{router: b.router, next: b.external}
+		b.publisher = &externalPublisher{router: b.router, next: b.external}
 	default:
 		if b.broker, err = broker.New(brokerConfig(cfg), broker.Options{Logger: log, Registerer: b.registry}); err != nil {
 			return nil, err
@@ -182,7 +189,9 @@ func (b *Bridge) routes() {
 // readyz answers 200 when the bridge can take messages and deliver them: the
 // broker is up, in external mode the router's subscription there is in
 // place, and every required route's sink is connected. The body says what
-// fails, and each route's state with its sink's reason (a wrong password).
+// fails, and each route's state with its sink's reason (a wrong password);
+// "warnings" says what the bridge saw of an external broker that drops
+// messages, which does not make it unready.
 func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 	checks, ready := b.readiness()
 	routes := map[string]router.RouteStatus{}
@@ -190,6 +199,16 @@ func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 		routes[st.Route] = st
 	}
 	body := map[string]any{"status": "ok", "checks": checks, "routes": routes}
+	if b.subscriber != nil {
+		if w := b.subscriber.Warnings(); len(w) > 0 {
+			body["warnings"] = w
+		}
+	}
+	if b.subscriber != nil {
+		if w := b.subscriber.Warnings(); len(w) > 0 {
+			body["warnings"] = w
+		}
+	}
 	status := http.StatusOK
 	if !ready {
 		body["status"], status = "unavailable", http.StatusServiceUnavailable
@@ -350,9 +369,8 @@ func (b *Bridge) HTTPAddr() string { return b.http.Addr() }
 // Broker is the embedded broker (nil in external mode).
 func (b *Bridge) Broker() *broker.Broker { return b.broker }
 
-// Publisher is what adapters publish through: in embedded mode the router,
-// then the broker; in external mode the external broker, whose subscriber
-// side routes.
+// Publisher is what adapters publish through: the router, then the broker
+// (embedded or external).
 func (b *Bridge) Publisher() bus.Publisher { return b.publisher }
 
 // brokerConfig is the embedded broker's section, with its stores under the

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/user"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,4 +193,38 @@ func consumeByPayload(t *testing.T, url string, want int) (seen map[string]int, 
 		}
 	}
 	return seen, dups, others
+}
+
+// TestExternalModeReportsASessionTheBrokerLost: a bridge whose router
+// session the broker no longer has at its next start (mosquitto without
+// persistence, restarted meanwhile: what it queued for the bridge is gone)
+// says so in its metrics and in /readyz, which stays 200. A first start, with
+// no session before, is not reported.
+func TestExternalModeReportsASessionTheBrokerLost(t *testing.T) {
+	mosq := testkit.StartMosquitto(t)
+	srv := testnats.Start(t)
+	cfg := externalConfig(t, mosq.URL(), "bridge-session", coreSink(srv.URL()), "events/#")
+	first := startBridge(t, cfg)
+	waitSubscribed(t, first, nil)
+	waitFor(t, "the session noted", func() bool {
+		_, err := os.Stat(filepath.Join(cfg.DataDir, "mqtt", "bridge-session-router.session"))
+		return err == nil
+	})
+	if n := metricValue(t, first, "firehose_external_sessions_lost_total", "", ""); n != 0 {
+		t.Fatalf("a first start reported %v lost sessions", n)
+	}
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mosq.Restart() // persistence false: the session is gone
+
+	second := startBridge(t, cfg)
+	waitSubscribed(t, second, nil)
+	waitFor(t, "the lost session reported", func() bool {
+		return metricValue(t, second, "firehose_external_sessions_lost_total", "", "") == 1
+	})
+	waitFor(t, "/readyz to answer 200 with a warning of the lost session", func() bool {
+		code, body := testkit.Get(t, "http://"+second.HTTPAddr()+"/readyz")
+		return code == 200 && strings.Contains(body, "persistent_client_expiration")
+	})
 }

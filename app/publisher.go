@@ -33,20 +33,27 @@ func (p *routedPublisher) Publish(ctx context.Context, msgs ...bus.Message) erro
 	return p.local.Publish(ctx, msgs...)
 }
 
-// fittedPublisher is the adapters' publisher in external mode: it refuses a
-// message too large for a required route before publishing anything on the
-// external broker, whose router subscriber could only drop it once the
-// sender had its 2xx.
-type fittedPublisher struct {
+// externalPublisher is the adapters' publisher in external mode. It keeps
+// the promise of embedded mode: it routes first (every required sink
+// confirmed, or the outbox written), then publishes on the external broker,
+// so a sender's 2xx never waits on another bridge's router, which may be
+// dead, or on a broker that may drop what it queued for that router. The
+// router subscribers of the fleet do not route these messages again: they
+// skip the adapters' topic prefixes (mqttin.NewSubscriber), so each message
+// is routed once, under its adapter's de-duplication id.
+type externalPublisher struct {
 	router *router.Router
 	next   bus.Publisher
 }
 
-func (p *fittedPublisher) Publish(ctx context.Context, msgs ...bus.Message) error {
+func (p *externalPublisher) Publish(ctx context.Context, msgs ...bus.Message) error {
 	for i := range msgs {
-		if err := p.router.Fit(&msgs[i]); err != nil {
-			return err
+		if err := topics.ValidName(msgs[i].Topic); err != nil {
+			return fmt.Errorf("publish %q: %w: %w", msgs[i].Topic, bus.ErrInvalid, err)
 		}
+	}
+	if err := p.router.Route(ctx, msgs...); err != nil {
+		return err
 	}
 	return p.next.Publish(ctx, msgs...)
 }

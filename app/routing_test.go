@@ -177,7 +177,11 @@ func TestReadyzReportsARequiredSinkDown(t *testing.T) {
 }
 
 // TestExternalModeRoutesEachMessageOnce runs two bridges against Debian's
-// mosquitto, sharing one subscription, with a route to NATS.
+// mosquitto, sharing one subscription, with a route to NATS. What an
+// adapter publishes (under its topic prefix, here gerrit's) is routed by
+// the bridge that publishes it, before it reaches the broker, and not again
+// by the router subscriber the broker hands it to; what an MQTT publisher
+// publishes elsewhere is routed by one subscriber.
 func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 	mosq := testkit.StartMosquitto(t)
 	srv := testnats.Start(t)
@@ -208,7 +212,7 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 		cfg.Sinks = map[string]sinks.Config{"core": sc}
 		var rc router.Config
 		rc.SetDefaults()
-		rc.Name, rc.Sink, rc.Filters = "events", "core", []string{"events/#", "events/+/x"}
+		rc.Name, rc.Sink, rc.Filters = "events", "core", []string{"gerrit/#", "gerrit/+/x", "events/#"}
 		cfg.Routes = []router.Config{rc}
 		if err := config.Parse(nil, &cfg, config.Options{}); err != nil {
 			t.Fatal(err)
@@ -216,9 +220,9 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 		bridges = append(bridges, startBridge(t, cfg))
 	}
 	for _, b := range bridges {
-		waitFor(t, "the external broker", func() bool { return b.external.Ready() })
+		waitSubscribed(t, b, got)
 	}
-	waitSubscribed(t, bridges[0], got)
+	pub := testkit.Connect(t, mosq.URL(), testkit.ClientOptions{})
 
 	const n = 400
 	var wg sync.WaitGroup
@@ -226,8 +230,14 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			b := bridges[i%2]
-			m := bus.NewMessage("test", fmt.Sprint(i), fmt.Sprintf("events/%d/x", i), []byte(fmt.Sprint(i)), time.Now())
+			if i%3 == 2 { // an MQTT publisher's
+				if err := pub.Publish(fmt.Sprintf("events/%d/x", i), 1, false, fmt.Sprint(i)); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			b := bridges[i%3]
+			m := bus.NewMessage("test", fmt.Sprint(i), fmt.Sprintf("gerrit/%d/x", i), []byte(fmt.Sprint(i)), time.Now())
 			if err := b.Publisher().Publish(context.Background(), m); err != nil {
 				t.Error(err)
 			}
@@ -247,7 +257,7 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 		}
 	}
 	// Nothing more arrives: a final message is the next one on NATS.
-	if err := bridges[1].Publisher().Publish(context.Background(), bus.Message{Topic: "events/end", Payload: []byte("end"), QoS: 1}); err != nil {
+	if err := bridges[1].Publisher().Publish(context.Background(), bus.Message{Topic: "gerrit/end", Payload: []byte("end"), QoS: 1}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -364,19 +374,13 @@ func natsSubscribe(t *testing.T, url, subject string) <-chan *nats.Msg {
 	return got
 }
 
-// waitSubscribed waits until a message published through the bridge now is
-// routed to got, then empties got.
+// waitSubscribed waits until the bridge is connected to the external broker
+// with its shared subscription in place (the broker has answered it), then
+// empties got, when given.
 func waitSubscribed(t *testing.T, b *Bridge, got <-chan *nats.Msg) {
 	t.Helper()
-	waitFor(t, "the external broker", func() bool { return b.external.Ready() })
-	waitFor(t, "the shared subscription", func() bool {
-		_ = b.Publisher().Publish(context.Background(), bus.Message{Topic: "events/probe", Payload: []byte("probe"), QoS: 1})
-		select {
-		case <-got:
-			return true
-		case <-time.After(200 * time.Millisecond):
-			return false
-		}
+	waitFor(t, "the external broker and the shared subscription", func() bool {
+		return b.external.Ready() && b.subscriber.Ready() == nil
 	})
 	for len(got) > 0 {
 		<-got
@@ -384,7 +388,8 @@ func waitSubscribed(t *testing.T, b *Bridge, got <-chan *nats.Msg) {
 }
 
 // TestExternalModeStoresIdenticalMessagesTwice: heartbeats with the same
-// topic and payload are distinct messages, each stored by JetStream.
+// topic and payload, from an MQTT publisher on the external broker, are
+// distinct messages, each stored by JetStream.
 func TestExternalModeStoresIdenticalMessagesTwice(t *testing.T) {
 	mosq := testkit.StartMosquitto(t)
 	srv := testnats.Start(t)
@@ -393,8 +398,9 @@ func TestExternalModeStoresIdenticalMessagesTwice(t *testing.T) {
 	waitFor(t, "the external broker and the sink", func() bool {
 		return b.external.Ready() && b.subscriber.Ready() == nil && len(b.router.Ready()) == 0
 	})
+	pub := testkit.Connect(t, mosq.URL(), testkit.ClientOptions{})
 	for range 3 {
-		if err := b.Publisher().Publish(context.Background(), bus.Message{Topic: "heartbeat/web1", Payload: []byte("ok"), QoS: 1}); err != nil {
+		if err := pub.Publish("heartbeat/web1", 1, false, "ok"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,8 +41,17 @@ type Subscriber struct {
 	client  paho.Client
 	filters []string
 	group   string
-	log     zerolog.Logger
-	dropped prometheus.Counter // QoS 0 messages the queue had no room for
+	// own are the adapters' topic prefixes, whose messages a bridge routed
+	// before publishing them (see NewSubscriber).
+	own []string
+	// sessionMark and sessionsLost: see SubscriberOptions.SessionMark.
+	sessionMark  string
+	sessionsLost prometheus.Counter
+	log          zerolog.Logger
+	dropped      prometheus.Counter // QoS 0 messages the queue had no room for
+	// brokerDropped is what the external broker says it dropped since the
+	// subscriber first heard (see watchBrokerDrops).
+	brokerDropped prometheus.Gauge
 	// maxBackoff bounds the wait between attempts to subscribe.
 	maxBackoff time.Duration
 	queue      queue
@@ -57,6 +68,11 @@ type Subscriber struct {
 	conn       uint64 // counts connections; a subscribe loop of an older one stops
 	subscribed bool   // the shared subscription is in place on the current connection
 	subErr     error  // why the last attempt to subscribe failed
+	// dropsLast is the broker's count of dropped messages last heard, and
+	// drops how many it dropped since first heard (see watchBrokerDrops).
+	dropsLast, drops uint64
+	dropsHeard       bool
+	sessionLost      bool // the broker had no session at the start, though it once did
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -78,21 +94,46 @@ const (
 	maxQoS0Bytes  = 64 << 20
 )
 
+// SubscriberOptions are what NewSubscriber needs besides the router and the
+// connection.
+type SubscriberOptions struct {
+	// Group is the share group: $share/<Group>/<filter>.
+	Group string
+	// OwnPrefixes: see NewSubscriber.
+	OwnPrefixes []string
+	// SessionMark is a file that says the broker once had this client's
+	// session; when set, a broker that has none at the next start (it
+	// expired, or a restart without persistence lost it) is reported.
+	SessionMark string
+	Metrics     *Metrics
+	Logger      zerolog.Logger
+}
+
 // NewSubscriber prepares the subscription for r's routes; cfg describes the
-// connection (as for an mqtt sink, with its own client id); m counts the
-// QoS 0 messages dropped.
-func NewSubscriber(r *router.Router, cfg sinks.Config, group string, m *Metrics, log zerolog.Logger) (*Subscriber, error) {
+// connection (as for an mqtt sink, with its own client id).
+//
+// OwnPrefixes are the topic prefixes of the bridges' own adapters (chef,
+// ansible, ...): the bridge whose adapter accepted such a message routed it
+// before publishing it on the broker (a sender's 2xx waits for that), so the
+// subscriber acknowledges it without routing it again. MQTT 3.1.1 carries
+// nothing else that could tell it which messages a bridge routed already.
+func NewSubscriber(r *router.Router, cfg sinks.Config, o SubscriberOptions) (*Subscriber, error) {
+	group, ownPrefixes, m, log := o.Group, o.OwnPrefixes, o.Metrics, o.Logger
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails
 	s := &Subscriber{
-		router:     r,
-		filters:    routeFilters(r.Filters()),
-		group:      group,
-		log:        log.With().Str("component", "router-subscriber").Logger(),
-		dropped:    m.externalDropped,
-		maxBackoff: cfg.MaxReconnectInterval,
-		idPrefix:   "mqtt-" + hex.EncodeToString(nonce[:]) + "-",
-		done:       make(chan struct{}),
+		router:        r,
+		filters:       routeFilters(r.Filters()),
+		group:         group,
+		own:           ownPrefixes,
+		sessionMark:   o.SessionMark,
+		sessionsLost:  m.sessionsLost,
+		log:           log.With().Str("component", "router-subscriber").Logger(),
+		dropped:       m.externalDropped,
+		brokerDropped: m.brokerDropped,
+		maxBackoff:    cfg.MaxReconnectInterval,
+		idPrefix:      "mqtt-" + hex.EncodeToString(nonce[:]) + "-",
+		done:          make(chan struct{}),
 	}
 	if s.maxBackoff <= 0 {
 		s.maxBackoff = 30 * time.Second
@@ -147,9 +188,44 @@ func (s *Subscriber) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("router subscriber: start: %w", err)
 	}
-	s.client.Connect()
+	tok := s.client.Connect()
 	go s.run()
+	go s.checkSession(tok)
 	return nil
+}
+
+// checkSession reports a broker that has no session for this client at the
+// first connection though it had one before (SessionMark says so): what it
+// had queued for the bridge while it was down is gone. Only the first
+// connection's CONNACK is seen: paho does not show those of its reconnects.
+func (s *Subscriber) checkSession(tok paho.Token) {
+	if s.sessionMark == "" {
+		return
+	}
+	select {
+	case <-tok.Done():
+	case <-s.ctx.Done():
+		return
+	}
+	ct, ok := tok.(*paho.ConnectToken)
+	if !ok || tok.Error() != nil {
+		return
+	}
+	if _, err := os.Stat(s.sessionMark); err == nil && !ct.SessionPresent() {
+		s.mu.Lock()
+		s.sessionLost = true
+		s.mu.Unlock()
+		s.sessionsLost.Inc()
+		s.log.Error().Msg("the external broker had no session for the router though it had one before: it expired (mosquitto persistent_client_expiration, EMQX session_expiry_interval) or a broker restart lost it (mosquitto persistence true); what it queued for this bridge while it was down is lost")
+		return
+	}
+	err := os.MkdirAll(filepath.Dir(s.sessionMark), 0o750)
+	if err == nil {
+		err = os.WriteFile(s.sessionMark, []byte("the external broker holds a persistent session for this bridge's router\n"), 0o600)
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Msg("cannot note that the broker has the router's session; a session it loses will not be reported")
+	}
 }
 
 // Ready returns nil while the subscriber is connected to the external broker
@@ -203,7 +279,9 @@ func (s *Subscriber) onConnect(c paho.Client) {
 			return // a newer connection subscribes
 		}
 		if err == nil {
-			s.log.Info().Strs("filters", s.filters).Str("group", s.group).Msg("routing from the external broker")
+			s.log.Info().Strs("filters", s.filters).Str("group", s.group).Strs("routed_by_adapters", s.own).
+				Msg("routing from the external broker; messages under the adapters' topic prefixes were routed by the bridge that accepted them, and are not routed again (an MQTT publisher's message there is not routed)")
+			s.watchBrokerDrops(c)
 			return
 		}
 		wait := retry.Next()
@@ -215,6 +293,60 @@ func (s *Subscriber) onConnect(c paho.Client) {
 			return // the next connection subscribes
 		}
 	}
+}
+
+// brokerDropsTopic is where mosquitto publishes how many messages it has
+// dropped (every sys_interval, 10s by default): a queue for a disconnected
+// client over max_queued_messages or max_queued_bytes, which is how a dead
+// bridge's share of the shared subscription is lost.
+const brokerDropsTopic = "$SYS/broker/publish/messages/dropped"
+
+// watchBrokerDrops subscribes to what the broker says of the messages it
+// drops, where it says it (mosquitto; EMQX and others publish no such
+// topic, and an ACL may refuse it: then nothing is known, and nothing is
+// said). The count when first heard is the base: drops before the bridge
+// started may be any client's. Every rise after it is logged, counted and
+// shown by /readyz.
+func (s *Subscriber) watchBrokerDrops(c paho.Client) {
+	c.Subscribe(brokerDropsTopic, 0, func(_ paho.Client, m paho.Message) {
+		n, err := strconv.ParseUint(strings.TrimSpace(string(m.Payload())), 10, 64)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if !s.dropsHeard {
+			s.dropsLast, s.dropsHeard = n, true
+		}
+		if n < s.dropsLast {
+			s.dropsLast = 0 // the broker restarted, and counts from 0 again
+		}
+		rise := n - s.dropsLast
+		s.dropsLast = n
+		s.drops += rise
+		total := s.drops
+		s.mu.Unlock()
+		s.brokerDropped.Set(float64(total))
+		if rise > 0 {
+			s.log.Error().Uint64("dropped", rise).Uint64("dropped_since_start", total).
+				Msg("the external broker dropped messages it had queued (mosquitto's max_queued_messages, max_queued_bytes): if they were a stopped bridge's share of the shared subscription, messages from MQTT publishers are lost; set max_queued_messages 0 (see the README's broker settings)")
+		}
+	})
+}
+
+// Warnings are what the subscriber has seen of an external broker that
+// drops messages, for /readyz: they do not make the bridge unready (the
+// other bridges see the same), but say what to change.
+func (s *Subscriber) Warnings() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	if s.sessionLost {
+		out = append(out, "the external broker had lost the router's session at the start (raise mosquitto's persistent_client_expiration, EMQX's session_expiry_interval; mosquitto persistence true)")
+	}
+	if s.drops == 0 {
+		return out
+	}
+	return append(out, fmt.Sprintf("the external broker dropped %d messages since this bridge started (%s); raise mosquitto's max_queued_messages (0: no limit)", s.drops, brokerDropsTopic))
 }
 
 // setSubscribed records the outcome of subscribing on connection conn (0:
@@ -277,6 +409,9 @@ func (s *Subscriber) run() {
 		msgs := make([]bus.Message, 0, len(batch))
 		now := s.router.Now()
 		for _, m := range batch {
+			if s.routedByAdapter(m.Topic()) {
+				continue // acknowledged with the batch: its bridge routed it
+			}
 			msg := bus.Message{Topic: m.Topic(), Payload: m.Payload(), QoS: m.Qos(), Retain: m.Retained(), Headers: map[string]string{
 				bus.HeaderMsgID:      s.msgID(),
 				bus.HeaderSource:     SourceMQTT,
@@ -316,6 +451,17 @@ func (s *Subscriber) run() {
 // be stored twice, as at-least-once allows.
 func (s *Subscriber) msgID() string {
 	return s.idPrefix + strconv.FormatUint(s.seq.Add(1), 10)
+}
+
+// routedByAdapter reports whether topic is under one of the adapters'
+// topic prefixes.
+func (s *Subscriber) routedByAdapter(topic string) bool {
+	for _, p := range s.own {
+		if topic == p || strings.HasPrefix(topic, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Close stops routing and disconnects. Messages received but not acknowledged

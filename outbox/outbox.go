@@ -181,7 +181,10 @@ func (o *Outbox) Peek(n int) ([]Entry, error) {
 }
 
 // Remove deletes the given entries (a prefix returned by Peek) once their
-// sink has confirmed them.
+// sink has confirmed them. It returns once the deletion is on disk (fsync):
+// a delivered message must not be replayed after a crash, whatever the
+// window (JetStream's duplicate window would hide some repeats, other sinks
+// none). One fsync per replayed batch (up to router.MaxBatch messages).
 func (o *Outbox) Remove(entries []Entry) error {
 	if len(entries) == 0 {
 		return nil
@@ -190,7 +193,7 @@ func (o *Outbox) Remove(entries []Entry) error {
 	end := make([]byte, 8)
 	binary.BigEndian.PutUint64(start, entries[0].Seq)
 	binary.BigEndian.PutUint64(end, entries[len(entries)-1].Seq+1)
-	if err := o.db.DeleteRange(start, end, pebble.NoSync); err != nil {
+	if err := o.db.DeleteRange(start, end, pebble.Sync); err != nil {
 		return fmt.Errorf("outbox remove: %w", err)
 	}
 	var size int64

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,7 +121,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 			}
 			if !s.closed.Load() {
 				s.state.Lost(err)
-				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes go to the outbox")
+				s.log.Warn().Err(err).Msg("NATS disconnected; messages for required routes wait in their outbox (senders get 503 once it is full)")
 			}
 		}),
 		// A dial that failed (an authorization error is reported by
@@ -277,7 +278,10 @@ func (s *NATS) keepStream() {
 		case <-s.streamLost:
 		}
 		delay := 100 * time.Millisecond
-		var logged string
+		var (
+			logged       string
+			failingSince time.Time
+		)
 		for !s.streamReady() {
 			if s.nc.IsConnected() {
 				err := s.ensureStream(ctx)
@@ -287,7 +291,15 @@ func (s *NATS) keepStream() {
 				if err == nil {
 					break
 				}
-				if why := err.Error(); why != logged && ctx.Err() == nil {
+				if failingSince.IsZero() {
+					failingSince = time.Now()
+				}
+				// An unanswered request is what bridges racing to make the
+				// stream, and a cluster electing a leader, get for a few
+				// seconds: the stream is there at a later look. Anything
+				// else (a refused config) is told at once.
+				passing := errors.Is(err, context.DeadlineExceeded) && time.Since(failingSince) < streamGrace
+				if why := err.Error(); !passing && why != logged && ctx.Err() == nil {
 					s.log.Error().Err(err).Str("stream", s.cfg.Stream.Name).Msg("cannot create the JetStream stream; retrying")
 					logged = why
 				}
@@ -301,6 +313,10 @@ func (s *NATS) keepStream() {
 		}
 	}
 }
+
+// streamGrace is how long keepStream retries unanswered requests to make
+// the stream before it logs them as an error.
+const streamGrace = 10 * time.Second
 
 // readStreamLimit reads the max_msg_size of a stream the sink does not
 // create. A stream that cannot be read leaves the limit as it was: the
@@ -328,9 +344,7 @@ func (s *NATS) ensureStream(ctx context.Context) error {
 	if st.Storage == "memory" {
 		storage = jetstream.MemoryStorage
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	stream, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	stream, err := s.makeStream(ctx, jetstream.StreamConfig{
 		Name:       st.Name,
 		Subjects:   st.Subjects,
 		Storage:    storage,
@@ -349,6 +363,64 @@ func (s *NATS) ensureStream(ctx context.Context) error {
 	s.streamMadeIn.Store(conn + 1)
 	s.log.Info().Str("stream", st.Name).Msg("JetStream stream ready")
 	return nil
+}
+
+// attemptWait bounds one request of makeStream. Bridges of a fleet start
+// together, and of several requests about one stream that race in a
+// cluster, to create it or to update it while it is being created, some
+// are left unanswered; the stream is made all the same, by one of them.
+const attemptWait = 2 * time.Second
+
+// makeStream makes the stream with cfg, or finds it made, whoever made it,
+// and updates it to cfg when it differs. Another bridge of the fleet
+// starting at the same time may win the race to create it, and its create
+// is as good as ours: makeStream looks the stream up (a read, answered
+// while a create is in flight) before creating it, and again when a
+// create fails or goes unanswered.
+func (s *NATS) makeStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	lookup := func() (jetstream.Stream, error) {
+		ctx, cancel := context.WithTimeout(ctx, min(s.timeout, attemptWait))
+		defer cancel()
+		return s.js.Stream(ctx, cfg.Name)
+	}
+	found := func(stream jetstream.Stream) (jetstream.Stream, error) {
+		if sameStream(stream.CachedInfo().Config, cfg) {
+			return stream, nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		return s.js.UpdateStream(ctx, cfg)
+	}
+	stream, err := lookup()
+	if err == nil {
+		return found(stream)
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, min(s.timeout, attemptWait))
+	stream, err = s.js.CreateStream(cctx, cfg)
+	cancel()
+	if err == nil {
+		return stream, nil
+	}
+	// Refused as already in use, or unanswered: another bridge's create
+	// may have won.
+	if stream, lerr := lookup(); lerr == nil {
+		s.log.Debug().Err(err).Str("stream", cfg.Name).Msg("another client made the JetStream stream first")
+		return found(stream)
+	}
+	return nil, err
+}
+
+// sameStream reports whether a stream's config has every setting the sink
+// makes it with; a setting the sink leaves at zero is the server's default.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) &&
+		have.Storage == want.Storage &&
+		have.Replicas == max(want.Replicas, 1) &&
+		have.MaxAge == want.MaxAge &&
+		(want.Duplicates == 0 || have.Duplicates == want.Duplicates)
 }
 
 // Limit is the server's max_payload (from its INFO) once the sink has

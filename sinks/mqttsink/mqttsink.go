@@ -31,6 +31,7 @@ type Sink struct {
 	maxPacket int
 	limit     sinks.Limit // made once: Limit runs for every routed message
 	state     *connstate.State
+	whenLost  string // what happens to messages while disconnected, for the log
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -38,19 +39,32 @@ type Sink struct {
 
 var _ sinks.Sink = (*Sink)(nil)
 
+// Option changes a sink New makes.
+type Option func(*Sink)
+
+// WhenLost is what the log says happens to messages while the connection
+// is down. A route's sink says they wait in the route's outbox; the
+// bridge's own publisher on an external broker says its senders are told
+// to retry.
+func WhenLost(what string) Option { return func(s *Sink) { s.whenLost = what } }
+
 // New starts connecting in the background and keeps reconnecting, with the
 // back-off bounded by max_reconnect_interval. dataDir holds the file store
 // unless store_dir is set.
-func New(name string, cfg sinks.Config, dataDir string, log zerolog.Logger) (*Sink, error) {
+func New(name string, cfg sinks.Config, dataDir string, log zerolog.Logger, opts ...Option) (*Sink, error) {
 	s := &Sink{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
-		maxPacket: int(cfg.EffectiveMaxPacketSize())}
+		maxPacket: int(cfg.EffectiveMaxPacketSize()),
+		whenLost:  "messages for required routes wait in their outbox (senders get 503 once it is full)"}
+	for _, o := range opts {
+		o(s)
+	}
 	s.limit = cfg.ConfiguredLimit(name)
 	s.state = connstate.New(s.log, "MQTT sink "+name)
 	storeDir := cfg.StoreDir
 	if storeDir == "" {
 		storeDir = filepath.Join(dataDir, "mqtt", name)
 	}
-	opts := paho.NewClientOptions().
+	popts := paho.NewClientOptions().
 		AddBroker(cfg.URL).
 		SetClientID(cfg.ClientID).
 		SetCleanSession(false).
@@ -71,7 +85,7 @@ func New(name string, cfg sinks.Config, dataDir string, log zerolog.Logger) (*Si
 		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			s.state.Lost(err)
-			s.log.Warn().Err(err).Msg("MQTT sink disconnected; messages for required routes go to the outbox")
+			s.log.Warn().Err(err).Msg("MQTT sink disconnected; " + s.whenLost)
 		}).
 		// paho retries quietly; this is where it tells why an attempt
 		// failed (a CONNACK's "not Authorized", a refused dial).
@@ -85,9 +99,9 @@ func New(name string, cfg sinks.Config, dataDir string, log zerolog.Logger) (*Si
 		if err != nil {
 			return nil, fmt.Errorf("sink %s: tls: %w", name, err)
 		}
-		opts.SetTLSConfig(tlsCfg)
+		popts.SetTLSConfig(tlsCfg)
 	}
-	s.client = paho.NewClient(opts)
+	s.client = paho.NewClient(popts)
 	s.client.Connect() // with ConnectRetry, this keeps trying in the background
 	return s, nil
 }
