@@ -187,7 +187,8 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 	}
 	defer nc.Close()
 	got := make(chan *nats.Msg, 10000)
-	if _, err := nc.ChanSubscribe("firehose.>", got); err != nil {
+	// The test's own subjects only: waitSubscribed's barriers are not counted.
+	if _, err := nc.ChanSubscribe("firehose.events.*.x", got); err != nil {
 		t.Fatal(err)
 	}
 	_ = nc.Flush()
@@ -218,7 +219,7 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 	for _, b := range bridges {
 		waitFor(t, "the external broker", func() bool { return b.external.Ready() })
 	}
-	waitSubscribed(t, bridges[0], got)
+	waitSubscribed(t, bridges[0], srv.URL())
 
 	const n = 400
 	var wg sync.WaitGroup
@@ -247,7 +248,7 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 		}
 	}
 	// Nothing more arrives: a final message is the next one on NATS.
-	if err := bridges[1].Publisher().Publish(context.Background(), bus.Message{Topic: "events/end", Payload: []byte("end"), QoS: 1}); err != nil {
+	if err := bridges[1].Publisher().Publish(context.Background(), bus.Message{Topic: "events/end/x", Payload: []byte("end"), QoS: 1}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -364,23 +365,36 @@ func natsSubscribe(t *testing.T, url, subject string) <-chan *nats.Msg {
 	return got
 }
 
+// probeTopic is where waitSubscribed's barriers go; the tests' own NATS
+// subscriptions never match it, so a late barrier cannot count as theirs.
+const probeTopic = "events/probe/barrier"
+
 // waitSubscribed waits until a message published through the bridge now is
-// routed to got, then empties got.
-func waitSubscribed(t *testing.T, b *Bridge, got <-chan *nats.Msg) {
+// routed to NATS at url. Each try publishes a barrier of its own and waits
+// for that one: under load an earlier try's barrier may arrive during a later
+// try, and must not pass for it.
+func waitSubscribed(t *testing.T, b *Bridge, url string) {
 	t.Helper()
 	waitFor(t, "the external broker", func() bool { return b.external.Ready() })
+	probes := natsSubscribe(t, url, "firehose.events.probe.barrier")
+	try := 0
 	waitFor(t, "the shared subscription", func() bool {
-		_ = b.Publisher().Publish(context.Background(), bus.Message{Topic: "events/probe", Payload: []byte("probe"), QoS: 1})
-		select {
-		case <-got:
-			return true
-		case <-time.After(200 * time.Millisecond):
-			return false
+		try++
+		barrier := fmt.Sprintf("barrier %d", try)
+		_ = b.Publisher().Publish(context.Background(), bus.Message{Topic: probeTopic, Payload: []byte(barrier), QoS: 1})
+		wait := time.NewTimer(200 * time.Millisecond) // how often to try again, not a bound on the test
+		defer wait.Stop()
+		for {
+			select {
+			case m := <-probes:
+				if string(m.Data) == barrier {
+					return true
+				}
+			case <-wait.C:
+				return false
+			}
 		}
 	})
-	for len(got) > 0 {
-		<-got
-	}
 }
 
 // TestExternalModeStoresIdenticalMessagesTwice: heartbeats with the same
@@ -406,9 +420,9 @@ func TestExternalModeStoresIdenticalMessagesTwice(t *testing.T) {
 func TestExternalModeKeepsArrivalOrder(t *testing.T) {
 	mosq := testkit.StartMosquitto(t)
 	srv := testnats.Start(t)
-	got := natsSubscribe(t, srv.URL(), "firehose.>")
+	got := natsSubscribe(t, srv.URL(), "firehose.events.ordered")
 	b := startBridge(t, externalConfig(t, mosq.URL(), "bridge-order", coreSink(srv.URL()), "events/#"))
-	waitSubscribed(t, b, got)
+	waitSubscribed(t, b, srv.URL())
 
 	pub := testkit.Connect(t, mosq.URL(), testkit.ClientOptions{})
 	const n = 3000
