@@ -16,7 +16,6 @@ import (
 	"github.com/opsfirehose/firehose/app"
 	"github.com/opsfirehose/firehose/app/brokeronly"
 	"github.com/opsfirehose/firehose/config"
-	"github.com/opsfirehose/firehose/config/brokerconfig"
 	"github.com/opsfirehose/firehose/config/configcore"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
@@ -113,8 +112,8 @@ func parseConfig(t *testing.T, yaml string) config.Config {
 // startBroker runs cmd/broker's application in-process.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	cfg := brokerconfig.Default()
-	if err := brokerconfig.Parse([]byte(oursConfig(t)), &cfg, configcore.Options{}); err != nil {
+	cfg := brokeronly.Default()
+	if err := brokeronly.Parse([]byte(oursConfig(t)), &cfg, configcore.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := brokeronly.NewBrokerOnly(cfg, zerolog.Nop())

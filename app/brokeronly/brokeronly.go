@@ -1,6 +1,3 @@
-// Package brokeronly is cmd/broker's application: the broker alone, with
-// its health, readiness and metrics endpoints. It is apart from package app,
-// which runs the bridge, so that cmd/broker links no adapter, sink or store.
 package brokeronly
 
 import (
@@ -14,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/broker"
-	"github.com/opsfirehose/firehose/config/brokerconfig"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
@@ -22,7 +18,7 @@ import (
 
 // DefaultBrokerHTTPAddress is where cmd/broker serves /healthz, /readyz and
 // /metrics when the config file does not set http.address.
-const DefaultBrokerHTTPAddress = brokerconfig.DefaultHTTPAddress
+const DefaultBrokerHTTPAddress = DefaultHTTPAddress
 
 var _ lifecycle.Component = (*BrokerOnly)(nil)
 
@@ -30,7 +26,7 @@ var _ lifecycle.Component = (*BrokerOnly)(nil)
 // section the bridge uses (the replacement for the OpenStack firehose's
 // mosquitto), plus an HTTP listener for health checks and metrics.
 type BrokerOnly struct {
-	cfg      brokerconfig.Config
+	cfg      Config
 	log      zerolog.Logger
 	registry *prometheus.Registry
 	broker   *broker.Broker
@@ -46,7 +42,7 @@ type BrokerOnly struct {
 // listening socket, so a port in use fails here. It refuses broker.mode
 // external, which only the bridge understands, and warns about the
 // bridge-only settings it ignores. Nothing is served until Start.
-func NewBrokerOnly(cfg brokerconfig.Config, log zerolog.Logger) (_ *BrokerOnly, err error) {
+func NewBrokerOnly(cfg Config, log zerolog.Logger) (_ *BrokerOnly, err error) {
 	if cfg.Broker.Mode != broker.ModeEmbedded {
 		return nil, fmt.Errorf("broker.mode: %q is a bridge setting (the bridge then uses another broker), "+
 			"but cmd/broker is the broker itself: remove broker.mode or set it to %s", cfg.Broker.Mode, broker.ModeEmbedded)
@@ -129,7 +125,7 @@ func (s *BrokerOnly) HTTPAddr() string { return s.http.Addr() }
 func (s *BrokerOnly) Broker() *broker.Broker { return s.broker }
 
 // RunBroker runs cmd/broker until ctx is done: NewBrokerOnly, then Run.
-func RunBroker(ctx context.Context, cfg brokerconfig.Config, log zerolog.Logger) error {
+func RunBroker(ctx context.Context, cfg Config, log zerolog.Logger) error {
 	s, err := NewBrokerOnly(cfg, log)
 	if err != nil {
 		return err

@@ -13,7 +13,6 @@ import (
 
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/config/brokerconfig"
 	"github.com/opsfirehose/firehose/config/configcore"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testkit"
@@ -53,11 +52,11 @@ func probeHTTPAtBrokerClose(t *testing.T, br *broker.Broker, httpAddr string) <-
 
 // brokerOnlyConfig is cmd/broker's config as a file gives it: MQTT and HTTP
 // on loopback ports chosen by the kernel, plus extra top-level YAML.
-func brokerOnlyConfig(t *testing.T, extra string) brokerconfig.Config {
+func brokerOnlyConfig(t *testing.T, extra string) Config {
 	t.Helper()
-	cfg := brokerconfig.Default()
+	cfg := Default()
 	doc := "http: {address: '127.0.0.1:0'}\nbroker:\n  listeners: [{name: mqtt, address: '127.0.0.1:0'}]\n" + extra
-	if err := brokerconfig.Parse([]byte(doc), &cfg, configcore.Options{LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
+	if err := Parse([]byte(doc), &cfg, configcore.Options{LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
 		t.Fatal(err)
 	}
 	return cfg
@@ -116,12 +115,12 @@ func TestBrokerOnlyHTTPAddress(t *testing.T) {
 	if DefaultBrokerHTTPAddress == httpserver.DefaultConfig().Address {
 		t.Fatalf("cmd/broker's default HTTP address %s is the bridge's", DefaultBrokerHTTPAddress)
 	}
-	noFile := brokerconfig.Default()
+	noFile := Default()
 	if got := noFile.HTTP.Address; got != DefaultBrokerHTTPAddress {
 		t.Errorf("no config: %s, want %s", got, DefaultBrokerHTTPAddress)
 	}
-	other := brokerconfig.Default()
-	if err := brokerconfig.Parse([]byte("http: {read_timeout: 5s}\n"), &other, configcore.Options{}); err != nil {
+	other := Default()
+	if err := Parse([]byte("http: {read_timeout: 5s}\n"), &other, configcore.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := other.HTTP; got.Address != DefaultBrokerHTTPAddress || got.ReadTimeout != 5*time.Second {

@@ -1,10 +1,4 @@
-// Package brokerconfig is cmd/broker's config file: the bridge's file read
-// for the sections the broker alone runs (log, http, broker, runtime,
-// shutdown_timeout). The bridge's other sections are accepted without being
-// checked, and named by BridgeOnly, so one file serves both binaries. It
-// imports no adapter: their configs pull in SQLite, pgx and JSON Schema,
-// which cmd/broker must not link.
-package brokerconfig
+package brokeronly
 
 import (
 	"reflect"

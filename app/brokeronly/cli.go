@@ -1,16 +1,11 @@
-// Package brokercli is cmd/broker's command line: its config file
-// (brokerconfig) and app/brokeronly over the shared core in cli/clicore, and
-// nothing else, so the broker binary links no adapter, sink or store.
-package brokercli
+package brokeronly
 
 import (
 	"context"
 
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/app/brokeronly"
 	"github.com/opsfirehose/firehose/cli/clicore"
-	"github.com/opsfirehose/firehose/config/brokerconfig"
 	"github.com/opsfirehose/firehose/config/configcore"
 )
 
@@ -21,16 +16,16 @@ func program() *clicore.Program {
 	return &clicore.Program{
 		Name:    "broker",
 		What:    "the firehose MQTT broker alone (anonymous read-only, authenticated publishers)",
-		EnvKeys: brokerconfig.EnvKeys,
+		EnvKeys: EnvKeys,
 		Load: func(path string, opts configcore.Options) (*clicore.Loaded, error) {
-			cfg, err := brokerconfig.Load(path, opts)
+			cfg, err := Load(path, opts)
 			if err != nil {
 				return nil, err
 			}
 			return &clicore.Loaded{Log: cfg.Log, HTTP: cfg.HTTP, Runtime: cfg.Runtime, Config: cfg}, nil
 		},
 		Run: func(ctx context.Context, l *clicore.Loaded, log zerolog.Logger) error {
-			return brokeronly.RunBroker(ctx, *l.Config.(*brokerconfig.Config), log)
+			return RunBroker(ctx, *l.Config.(*Config), log)
 		},
 	}
 }

@@ -1,4 +1,4 @@
-package config
+package brokeronly
 
 import (
 	"reflect"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsfirehose/firehose/config/brokerconfig"
+	"github.com/opsfirehose/firehose/config"
 )
 
 // TestBrokerConfigKnowsEverySection keeps cmd/broker's file in step with
@@ -24,12 +24,12 @@ func TestBrokerConfigKnowsEverySection(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	bridge, broker := keys(reflect.TypeFor[Config]()), keys(reflect.TypeFor[brokerconfig.Config]())
+	bridge, broker := keys(reflect.TypeFor[config.Config]()), keys(reflect.TypeFor[Config]())
 	if !slices.Equal(bridge, broker) {
 		t.Fatalf("the bridge's sections are %v, cmd/broker knows %v", bridge, broker)
 	}
-	ty := reflect.TypeFor[brokerconfig.Config]()
-	for _, k := range brokerconfig.BridgeOnlyKeys {
+	ty := reflect.TypeFor[Config]()
+	for _, k := range BridgeOnlyKeys {
 		found := false
 		for f := range ty.Fields() {
 			if strings.HasPrefix(f.Tag.Get("yaml"), k) && f.Type.Kind() == reflect.Interface {
@@ -37,7 +37,7 @@ func TestBrokerConfigKnowsEverySection(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("bridge-only key %s is not an unchecked section of brokerconfig.Config", k)
+			t.Errorf("bridge-only key %s is not an unchecked section of Config", k)
 		}
 	}
 }
