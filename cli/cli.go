@@ -15,7 +15,6 @@ import (
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/configdb/configcli"
 	"github.com/opsfirehose/firehose/ingest"
-	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/subscribe"
 )
 
@@ -65,6 +64,3 @@ func bridgeProgram() *clicore.Program {
 		},
 	}
 }
-
-// Version is the version the binary was built as; see internal/buildinfo.
-func Version() string { return buildinfo.Version() }

@@ -23,7 +23,7 @@ import (
 
 // The targets, in the table's column order.
 const (
-	targetBroker    = "broker"       // cmd/broker's app.BrokerOnly, in-process
+	targetBroker    = "broker"       // cmd/broker's brokeronly.Server, in-process
 	targetBridge    = "bridge+route" // cmd/bridge's app.Bridge with a required route to JetStream, in-process
 	targetMosquitto = "mosquitto"    // Debian's mosquitto, the reference
 )
@@ -116,7 +116,7 @@ func startBroker(t *testing.T) string {
 	if err := brokeronly.Parse([]byte(oursConfig(t)), &cfg, configcore.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := brokeronly.NewBrokerOnly(cfg, zerolog.Nop())
+	s, err := brokeronly.New(cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

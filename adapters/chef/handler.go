@@ -458,7 +458,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	if err := metric.Register(reg, append(m.intake.Collectors(), m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors)...); err != nil {
 		return err
 	}
-	for _, r := range chefpayload.Reasons {
+	for _, r := range chefpayload.Reasons() {
 		m.intake.Warnings.WithLabelValues(r) // every reason shows, at 0
 	}
 	return nil

@@ -25,7 +25,7 @@ func program() *clicore.Program {
 			return &clicore.Loaded{Log: cfg.Log, HTTP: cfg.HTTP, Runtime: cfg.Runtime, Config: cfg}, nil
 		},
 		Run: func(ctx context.Context, l *clicore.Loaded, log zerolog.Logger) error {
-			return RunBroker(ctx, *l.Config.(*Config), log)
+			return run(ctx, *l.Config.(*Config), log)
 		},
 	}
 }

@@ -28,7 +28,7 @@ type Config struct {
 	// Runtime tunes Go's garbage collector.
 	Runtime configcore.Runtime `yaml:"runtime"`
 
-	// The bridge's sections, in BridgeOnlyKeys' order: read as plain YAML
+	// The bridge's sections, in bridgeOnlyKeys' order: read as plain YAML
 	// and not used. config's tests keep them equal to the bridge's
 	// sections that are not above.
 	Sinks     any `yaml:"sinks"`
@@ -45,9 +45,9 @@ type Config struct {
 	given map[string]bool
 }
 
-// BridgeOnlyKeys are the top-level keys of the bridge's file that cmd/broker
+// bridgeOnlyKeys are the top-level keys of the bridge's file that cmd/broker
 // does not run.
-var BridgeOnlyKeys = []string{"sinks", "routes", "data_dir", "chef", "ansible", "gerrit", "launchpad", "subunit", "configdb", "dashboard"}
+var bridgeOnlyKeys = []string{"sinks", "routes", "data_dir", "chef", "ansible", "gerrit", "launchpad", "subunit", "configdb", "dashboard"}
 
 // Default is what runs with no config file.
 func Default() Config {
@@ -66,10 +66,10 @@ func Default() Config {
 func (c *Config) Given(key string) bool { return c.given[key] }
 
 // BridgeOnly lists the bridge's sections the file gives, which cmd/broker
-// ignores, in BridgeOnlyKeys' order.
+// ignores, in bridgeOnlyKeys' order.
 func (c *Config) BridgeOnly() []string {
 	var given []string
-	for _, k := range BridgeOnlyKeys {
+	for _, k := range bridgeOnlyKeys {
 		if c.Given(k) {
 			given = append(given, k)
 		}

@@ -29,7 +29,7 @@ func TestBrokerConfigKnowsEverySection(t *testing.T) {
 		t.Fatalf("the bridge's sections are %v, cmd/broker knows %v", bridge, broker)
 	}
 	ty := reflect.TypeFor[Config]()
-	for _, k := range BridgeOnlyKeys {
+	for _, k := range bridgeOnlyKeys {
 		found := false
 		for f := range ty.Fields() {
 			if strings.HasPrefix(f.Tag.Get("yaml"), k) && f.Type.Kind() == reflect.Interface {
