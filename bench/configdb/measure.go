@@ -16,7 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	api "github.com/opsfirehose/firehose/adapters/configdb"
+	api "github.com/opsfirehose/firehose/configdb/api"
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/configdb"

@@ -13,4 +13,4 @@
 //
 // It must not build topics by hand (the store does, through topics/) nor talk
 // to a broker other than through bus.Publisher.
-package configdb
+package api
