@@ -194,7 +194,7 @@ func TestEndToEnd(t *testing.T) {
 		if !ok || !m.Retained {
 			t.Errorf("no retained status on %s: %+v", topic, got)
 		}
-		var s Summary
+		var s chefpayload.Summary
 		if err := json.Unmarshal([]byte(m.Payload), &s); err != nil || s.RunID == "" {
 			t.Errorf("%s: %v %s", topic, err, m.Payload)
 		}

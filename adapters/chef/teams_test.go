@@ -172,8 +172,8 @@ func TestTeamPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var team TeamFailure
-	var events []RolloutEvent
+	var team chefpayload.TeamFailure
+	var events []chefpayload.RolloutEvent
 	var status map[string]any
 	for _, m := range msgs {
 		switch {
@@ -182,7 +182,7 @@ func TestTeamPayloads(t *testing.T) {
 				t.Fatal(err)
 			}
 		case strings.Contains(m.Topic, "/cookbook/"):
-			var e RolloutEvent
+			var e chefpayload.RolloutEvent
 			if err := json.Unmarshal(m.Payload, &e); err != nil {
 				t.Fatal(err)
 			}
