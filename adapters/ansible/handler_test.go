@@ -18,11 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
-	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -110,12 +110,12 @@ func TestGolden(t *testing.T) {
 			}
 			var lines []string
 			for _, m := range in.bus.Collect(t, in.sub, barrier) {
-				lines = append(lines, testintake.GoldenLine(m))
+				lines = append(lines, intaketest.GoldenLine(m))
 			}
 			if int(answer["accepted"].(float64)) != len(lines) {
 				t.Errorf("accepted %v, but %d messages arrived", answer["accepted"], len(lines))
 			}
-			testintake.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(lines, "\n")+"\n", *update)
+			intaketest.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(lines, "\n")+"\n", *update)
 		})
 	}
 }

@@ -14,10 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
-	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -26,11 +26,11 @@ var update = flag.Bool("update", false, "rewrite testdata/*/output.txt")
 // serve runs the handler behind a real HTTP server, publishing to b.
 func serve(t *testing.T, b *testbus.Bus, cfg Config, tokens []httpserver.Token) *httptest.Server {
 	t.Helper()
-	h, err := New(cfg, testintake.Options(b, tokens))
+	h, err := New(cfg, intaketest.Options(b, tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testintake.Serve(t, h)
+	return intaketest.Serve(t, h)
 }
 
 // post sends a mail, as message/rfc822 unless header says otherwise.
@@ -38,7 +38,7 @@ func post(t *testing.T, url, body string, header map[string]string) (int, http.H
 	t.Helper()
 	h := map[string]string{"Content-Type": ContentType}
 	maps.Copy(h, header)
-	return testintake.Post(t, url, body, h)
+	return intaketest.Post(t, url, body, h)
 }
 
 // TestGolden posts each testdata/<case>/input.eml and compares the answer
@@ -72,7 +72,7 @@ func TestGolden(t *testing.T) {
 			}
 			got = append(got, "# "+strings.TrimSpace(pretty.String()))
 		}
-		testintake.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(got, "\n")+"\n", *update)
+		intaketest.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(got, "\n")+"\n", *update)
 	}
 }
 

@@ -1,7 +1,7 @@
-// Package testintake is what intake adapters' tests share: the adapter
-// behind a real HTTP server, a POST that returns what a sender sees, and
-// golden files of what a subscriber received.
-package testintake
+// Package intaketest is what intake adapters' tests share, as sinks/sinktest
+// is for sinks: the adapter behind a real HTTP server, a POST that returns
+// what a sender sees, and golden files of what it published.
+package intaketest
 
 import (
 	"crypto/sha256"
