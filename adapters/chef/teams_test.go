@@ -118,7 +118,7 @@ func TestRolloutGolden(t *testing.T) {
 	tallies := func(h *Handler, name string) string {
 		t.Helper()
 		b := testbus.Start(t)
-		h.pub = b
+		h.Pub = b
 		h.publishTallies(t.Context())
 		// A team that subscribes late sees where each rollout stands. The
 		// broker sends retained messages after the subscription, unordered
