@@ -3,11 +3,8 @@ package gerrit
 import (
 	"encoding/json"
 	"flag"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,26 +31,16 @@ func serve(t *testing.T, b *testbus.Bus, cfg Config, tokens []httpserver.Token) 
 // TestGolden posts each testdata/<case>/input.* and compares the answer and
 // what a subscriber received with testdata/<case>/output.txt.
 func TestGolden(t *testing.T) {
-	b := testbus.Start(t)
-	sub := b.Subscribe(t, "#")
-	srv := serve(t, b, DefaultConfig(), nil)
-	inputs, _ := filepath.Glob("testdata/*/input.*")
-	if len(inputs) == 0 {
-		t.Fatal("no golden cases")
-	}
-	for _, input := range inputs {
-		dir := filepath.Dir(input)
-		body, err := os.ReadFile(input)
-		if err != nil {
-			t.Fatal(err)
-		}
-		code, _, resp := intaketest.Post(t, srv.URL+Path, string(body), map[string]string{"Content-Type": "application/json"})
-		got := []string{fmt.Sprintf("HTTP %d %s", code, resp)}
-		for _, m := range b.Collect(t, sub, "barrier/"+filepath.Base(dir)) {
-			got = append(got, intaketest.GoldenLine(m))
-		}
-		intaketest.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(got, "\n")+"\n", *update)
-	}
+	intaketest.Run(t, intaketest.Suite{
+		Path: Path, Answer: true, Update: *update,
+		New: func(t testing.TB, _ intaketest.Case, opts intake.Options) intaketest.Adapter {
+			h, err := New(DefaultConfig(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h
+		},
+	})
 }
 
 // TestEndToEnd is what a firehose subscriber sees: topics by project path,

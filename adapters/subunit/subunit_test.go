@@ -17,6 +17,7 @@ import (
 
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
+	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
@@ -52,34 +53,29 @@ func query(change string) string {
 // testdata/generate.sh, with query.txt) and compares the answer and what a
 // subscriber received with output.txt.
 func TestGolden(t *testing.T) {
-	b := testbus.Start(t)
-	sub := b.Subscribe(t, "#")
-	srv := serve(t, b, DefaultConfig(), nil)
-	inputs, _ := filepath.Glob("testdata/*/input.*")
-	if len(inputs) == 0 {
-		t.Fatal("no golden cases")
-	}
-	for _, input := range inputs {
-		dir := filepath.Dir(input)
-		body, err := os.ReadFile(input)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target, header := srv.URL+Path, map[string]string{"Content-Type": "application/json"}
-		if filepath.Ext(input) == ".subunit" {
-			q, err := os.ReadFile(filepath.Join(dir, "query.txt"))
+	intaketest.Run(t, intaketest.Suite{
+		Path: Path, Answer: true, Update: *update,
+		New: func(t testing.TB, _ intaketest.Case, opts intake.Options) intaketest.Adapter {
+			h, err := New(DefaultConfig(), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			target, header = target+"?"+strings.TrimSpace(string(q)), streamHeader
-		}
-		code, _, resp := intaketest.Post(t, target, body, header)
-		got := []string{fmt.Sprintf("HTTP %d %s", code, resp)}
-		for _, m := range b.Collect(t, sub, "barrier/"+filepath.Base(dir)) {
-			got = append(got, fmt.Sprintf("%s\t%v\t%s", m.Topic, m.Retained, m.Payload))
-		}
-		intaketest.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(got, "\n")+"\n", *update)
-	}
+			return h
+		},
+		Request: func(t testing.TB, c intaketest.Case) (string, map[string]string) {
+			if filepath.Ext(c.Input) != ".subunit" {
+				return "", map[string]string{"Content-Type": "application/json"}
+			}
+			q, err := os.ReadFile(filepath.Join(c.Dir, "query.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(q)), streamHeader
+		},
+		Lines: func(_ testing.TB, m bus.Message) []string {
+			return []string{fmt.Sprintf("%s\t%v\t%s", m.Topic, m.Retain, m.Payload)}
+		},
+	})
 }
 
 // subunitOutput writes a stream with Debian's subunit-output, one run per
