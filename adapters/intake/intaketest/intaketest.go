@@ -1,6 +1,3 @@
-// Package intaketest is what intake adapters' tests share, as sinks/sinktest
-// is for sinks: the adapter behind a real HTTP server, a POST that returns
-// what a sender sees, and golden files of what it published.
 package intaketest
 
 import (
