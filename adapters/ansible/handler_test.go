@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
@@ -94,13 +93,7 @@ func (in *endpoint) post(t *testing.T, body string, header ...string) (int, map[
 func TestGolden(t *testing.T) {
 	intaketest.Run(t, intaketest.Suite{
 		Path: Path, Inputs: "testdata/*/input.json", Update: *update,
-		New: func(t testing.TB, _ intaketest.Case, opts intake.Options) intaketest.Adapter {
-			h, err := New(DefaultConfig(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return h
-		},
+		New: intaketest.Made(New, DefaultConfig()),
 		Check: func(t testing.TB, _ intaketest.Case, _ int, answer string, published []bus.Message) {
 			var a struct{ Accepted int }
 			if err := json.Unmarshal([]byte(answer), &a); err != nil || a.Accepted != len(published) {

@@ -33,13 +33,7 @@ func serve(t *testing.T, b *testbus.Bus, cfg Config, tokens []httpserver.Token) 
 func TestGolden(t *testing.T) {
 	intaketest.Run(t, intaketest.Suite{
 		Path: Path, Answer: true, Update: *update,
-		New: func(t testing.TB, _ intaketest.Case, opts intake.Options) intaketest.Adapter {
-			h, err := New(DefaultConfig(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return h
-		},
+		New: intaketest.Made(New, DefaultConfig()),
 	})
 }
 

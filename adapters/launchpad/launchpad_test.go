@@ -13,7 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
@@ -48,13 +47,7 @@ func post(t *testing.T, url, body string, header map[string]string) (int, http.H
 func TestGolden(t *testing.T) {
 	intaketest.Run(t, intaketest.Suite{
 		Path: Path, Inputs: "testdata/*/input.eml", Answer: true, Update: *update,
-		New: func(t testing.TB, _ intaketest.Case, opts intake.Options) intaketest.Adapter {
-			h, err := New(DefaultConfig(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return h
-		},
+		New: intaketest.Made(New, DefaultConfig()),
 		Request: func(testing.TB, intaketest.Case) (string, map[string]string) {
 			return "", map[string]string{"Content-Type": ContentType}
 		},

@@ -55,13 +55,7 @@ func query(change string) string {
 func TestGolden(t *testing.T) {
 	intaketest.Run(t, intaketest.Suite{
 		Path: Path, Answer: true, Update: *update,
-		New: func(t testing.TB, _ intaketest.Case, opts intake.Options) intaketest.Adapter {
-			h, err := New(DefaultConfig(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return h
-		},
+		New: intaketest.Made(New, DefaultConfig()),
 		Request: func(t testing.TB, c intaketest.Case) (string, map[string]string) {
 			if filepath.Ext(c.Input) != ".subunit" {
 				return "", map[string]string{"Content-Type": "application/json"}

@@ -60,6 +60,18 @@ type Suite struct {
 	Update bool
 }
 
+// Made is Suite.New for an adapter made by newAdapter from cfg for every
+// case: Made(gerrit.New, gerrit.DefaultConfig()).
+func Made[C any, A Adapter](newAdapter func(C, intake.Options) (A, error), cfg C) func(testing.TB, Case, intake.Options) Adapter {
+	return func(t testing.TB, _ Case, opts intake.Options) Adapter {
+		a, err := newAdapter(cfg, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+}
+
 // Run runs every case of s as a subtest.
 func Run(t *testing.T, s Suite) {
 	t.Helper()
