@@ -7,12 +7,12 @@ import (
 
 	"github.com/opsfirehose/firehose/adapters/ansible"
 	"github.com/opsfirehose/firehose/adapters/chef"
-	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/adapters/gerrit"
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/adapters/launchpad"
 	"github.com/opsfirehose/firehose/adapters/subunit"
 	"github.com/opsfirehose/firehose/config"
+	configdbapi "github.com/opsfirehose/firehose/configdb/api"
 	"github.com/opsfirehose/firehose/httpserver"
 )
 

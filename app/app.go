@@ -20,10 +20,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/adapters/chef"
-	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
+	configdbapi "github.com/opsfirehose/firehose/configdb/api"
 	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"

@@ -44,7 +44,7 @@ func ansiblePluginCommand() clicore.Command {
 				fmt.Fprintf(env.Stderr, "%s ansible-plugin: %v\n", prog, err)
 				return clicore.ExitError
 			}
-			if err := writeIfChanged(filepath.Join(abs, "firehose.py"), ansible.PluginSource); err != nil {
+			if err := writeIfChanged(filepath.Join(abs, "firehose.py"), []byte(ansible.PluginSource)); err != nil {
 				fmt.Fprintf(env.Stderr, "%s ansible-plugin: %v\n", prog, err)
 				return clicore.ExitError
 			}

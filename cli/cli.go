@@ -11,17 +11,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/app"
-	"github.com/opsfirehose/firehose/cli/brokercli"
 	"github.com/opsfirehose/firehose/cli/clicore"
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/configdb/configcli"
 	"github.com/opsfirehose/firehose/ingest"
-	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/subscribe"
 )
-
-// Broker runs the standalone broker's command line (see cli/brokercli).
-func Broker(env clicore.Env, args []string) int { return brokercli.Broker(env, args) }
 
 // Bridge runs the bridge's command line and returns the exit code.
 func Bridge(env clicore.Env, args []string) int { return bridgeProgram().Main(env, args) }
@@ -69,6 +64,3 @@ func bridgeProgram() *clicore.Program {
 		},
 	}
 }
-
-// Version is the version the binary was built as; see internal/buildinfo.
-func Version() string { return buildinfo.Version() }

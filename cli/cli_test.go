@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/opsfirehose/firehose/app/brokeronly"
 	"github.com/opsfirehose/firehose/cli/clicore"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
@@ -63,7 +64,7 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("check of a routed config: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	// $FIREHOSE_CONFIG stands in for --config.
-	r = invoke(context.Background(), Broker, "", map[string]string{"FIREHOSE_CONFIG": bad}, "check")
+	r = invoke(context.Background(), brokeronly.Broker, "", map[string]string{"FIREHOSE_CONFIG": bad}, "check")
 	if r.code != clicore.ExitUsage {
 		t.Fatalf("FIREHOSE_CONFIG ignored: %d %q", r.code, r.stderr)
 	}
@@ -89,7 +90,7 @@ func TestPasswd(t *testing.T) {
 	if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte("s3cret")); err != nil {
 		t.Fatalf("printed hash %q does not verify: %v", hash, err)
 	}
-	if r := invoke(context.Background(), Broker, "", nil, "passwd"); r.code != clicore.ExitUsage {
+	if r := invoke(context.Background(), brokeronly.Broker, "", nil, "passwd"); r.code != clicore.ExitUsage {
 		t.Fatalf("empty password accepted: %d", r.code)
 	}
 }
@@ -106,7 +107,7 @@ func TestUnknownCommand(t *testing.T) {
 func TestRunStopsOnCancel(t *testing.T) {
 	cfg := writeFile(t, "log: {format: json}\nhttp: {address: '127.0.0.1:0'}\nbroker:\n  listeners: [{address: '127.0.0.1:0'}]\n"+
 		"data_dir: "+t.TempDir()+"\n")
-	for name, cmd := range map[string]func(clicore.Env, []string) int{"bridge": Bridge, "broker": Broker} {
+	for name, cmd := range map[string]func(clicore.Env, []string) int{"bridge": Bridge, "broker": brokeronly.Broker} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -11,13 +11,13 @@ import (
 
 	"github.com/opsfirehose/firehose/adapters/ansible"
 	"github.com/opsfirehose/firehose/adapters/chef"
-	configdbapi "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/adapters/gerrit"
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/adapters/launchpad"
 	"github.com/opsfirehose/firehose/adapters/subunit"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/config/configcore"
+	configdbapi "github.com/opsfirehose/firehose/configdb/api"
 	"github.com/opsfirehose/firehose/dashboard"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/logging"
@@ -168,17 +168,15 @@ func Parse(data []byte, cfg *Config, opts Options) error {
 
 // The shared parts of the file, as cmd/broker reads them too.
 type (
-	Options   = configcore.Options
-	Override  = configcore.Override
-	Runtime   = configcore.Runtime
-	UsersFile = configcore.UsersFile
+	Options  = configcore.Options
+	Override = configcore.Override
+	Runtime  = configcore.Runtime
 )
 
-// The listener addresses' override keys and the environment's prefix.
+// The listener addresses' override keys.
 const (
 	MQTTAddress = configcore.MQTTAddress
 	WSAddress   = configcore.WSAddress
-	EnvPrefix   = configcore.EnvPrefix
 )
 
 // EnvKeys maps each environment variable that overrides a key of the
@@ -192,9 +190,4 @@ func EnvName(key string) string { return configcore.EnvName(key) }
 // make for the bridge's file, sorted by key.
 func EnvOverrides(lookupEnv func(string) (string, bool)) []Override {
 	return configcore.EnvOverrides(EnvKeys(), lookupEnv)
-}
-
-// LoadUsersFile reads a users file. Errors name keys inside that file.
-func LoadUsersFile(path string, opts strictyaml.Options) ([]broker.User, error) {
-	return configcore.LoadUsersFile(path, opts)
 }

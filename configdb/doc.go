@@ -16,6 +16,6 @@
 // the database, so several bridges sharing one PostgreSQL never serve stale
 // merges.
 //
-// It must not know about HTTP, authentication or the bus: adapters/configdb
+// It must not know about HTTP, authentication or the bus: configdb/api
 // is the API, and it publishes what the outbox holds.
 package configdb

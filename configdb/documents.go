@@ -544,12 +544,3 @@ func (s *Store) History(ctx context.Context, a Address, kind DocKind) ([]Version
 	})
 	return out, err
 }
-
-// LevelsOf converts [[name, value], ...] pairs, as events carry them.
-func LevelsOf(pairs [][2]string) []topics.LevelValue {
-	out := make([]topics.LevelValue, len(pairs))
-	for i, p := range pairs {
-		out[i] = topics.LevelValue{Name: p[0], Value: p[1]}
-	}
-	return out
-}

@@ -16,7 +16,6 @@ import (
 	"github.com/opsfirehose/firehose/app"
 	"github.com/opsfirehose/firehose/app/brokeronly"
 	"github.com/opsfirehose/firehose/config"
-	"github.com/opsfirehose/firehose/config/brokerconfig"
 	"github.com/opsfirehose/firehose/config/configcore"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
@@ -24,7 +23,7 @@ import (
 
 // The targets, in the table's column order.
 const (
-	targetBroker    = "broker"       // cmd/broker's app.BrokerOnly, in-process
+	targetBroker    = "broker"       // cmd/broker's brokeronly.Server, in-process
 	targetBridge    = "bridge+route" // cmd/bridge's app.Bridge with a required route to JetStream, in-process
 	targetMosquitto = "mosquitto"    // Debian's mosquitto, the reference
 )
@@ -113,11 +112,11 @@ func parseConfig(t *testing.T, yaml string) config.Config {
 // startBroker runs cmd/broker's application in-process.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	cfg := brokerconfig.Default()
-	if err := brokerconfig.Parse([]byte(oursConfig(t)), &cfg, configcore.Options{}); err != nil {
+	cfg := brokeronly.Default()
+	if err := brokeronly.Parse([]byte(oursConfig(t)), &cfg, configcore.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := brokeronly.NewBrokerOnly(cfg, zerolog.Nop())
+	s, err := brokeronly.New(cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

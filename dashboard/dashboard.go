@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -397,17 +396,12 @@ func (d *Dashboard) apply(it item) {
 	}
 }
 
-// levels splits what follows prefix in topic, unescaping each level.
+// levels is what follows prefix in topic, unescaped (topics.Parse); a level
+// a third party escaped badly is shown as it came.
 func levels(topic, prefix string) []string {
-	rest, ok := strings.CutPrefix(topic, prefix+"/")
-	if !ok {
+	out, err := topics.Parse(topic, prefix)
+	if errors.Is(err, topics.ErrOtherPrefix) {
 		return nil
-	}
-	out := strings.Split(rest, "/")
-	for i, l := range out {
-		if u, err := topics.Unescape(l); err == nil {
-			out[i] = u
-		}
 	}
 	return out
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
 )
 
 // Node is one Chef node's last run, from its retained status message. Fields
@@ -40,25 +42,15 @@ type Node struct {
 	end time.Time // EndTime parsed, for sorting
 }
 
-// statusPayload is the part of chef/<org>/<node>/status that the fleet shows.
+// statusPayload is chef/<org>/<node>/status as the Chef adapter publishes it
+// (chefpayload.Summary), read leniently where a hand-published status may
+// differ: a missing failed_resource_count is not shown as 0, and
+// failed_cookbook and owner may also be plain strings.
 type statusPayload struct {
-	NodeName       *string         `json:"node_name"`
-	Org            *string         `json:"organization_name"`
-	RunID          *string         `json:"run_id"`
-	Status         *string         `json:"status"`
-	StartTime      *string         `json:"start_time"`
-	EndTime        *string         `json:"end_time"`
-	DurationMS     *int64          `json:"duration_ms"`
-	Total          *int64          `json:"total_resource_count"`
-	Updated        *int64          `json:"updated_resource_count"`
-	Failed         *int64          `json:"failed_resource_count"`
-	PolicyName     *string         `json:"policy_name"`
-	PolicyGroup    *string         `json:"policy_group"`
-	ChefVersion    *string         `json:"chef_version"`
-	ErrorClass     *string         `json:"error_class"`
-	ErrorMessage   *string         `json:"error_message"`
-	FailedCookbook json.RawMessage `json:"failed_cookbook"`
-	Owner          json.RawMessage `json:"owner"`
+	chefpayload.Summary
+	FailedResourceCount *int64          `json:"failed_resource_count"`
+	FailedCookbook      json.RawMessage `json:"failed_cookbook"`
+	Owner               json.RawMessage `json:"owner"`
 }
 
 func str(p *string) string {
@@ -118,19 +110,19 @@ func parseNode(topic, org, name string, payload []byte, now time.Time) (*Node, b
 		return nil, false
 	}
 	n := &Node{
-		Topic: topic, Org: org, Name: name, Status: str(p.Status), RunID: str(p.RunID),
+		Topic: topic, Org: org, Name: name, Status: p.Status, RunID: p.RunID,
 		PolicyName: str(p.PolicyName), PolicyGroup: str(p.PolicyGroup),
 		StartTime: str(p.StartTime), EndTime: str(p.EndTime), DurationMS: p.DurationMS,
-		Total: p.Total, Updated: p.Updated, Failed: p.Failed, ChefVersion: str(p.ChefVersion),
+		Total: p.TotalResourceCount, Updated: p.UpdatedResourceCount, Failed: p.FailedResourceCount, ChefVersion: str(p.ChefVersion),
 		ErrorClass: str(p.ErrorClass), ErrorMessage: str(p.ErrorMessage),
 		FailedCookbook: label(p.FailedCookbook), Owner: label(p.Owner),
 		Received: now.UnixMilli(),
 	}
-	if s := str(p.NodeName); s != "" {
-		n.Name = s
+	if p.NodeName != "" {
+		n.Name = p.NodeName
 	}
-	if s := str(p.Org); s != "" {
-		n.Org = s
+	if p.OrganizationName != "" {
+		n.Org = p.OrganizationName
 	}
 	if n.Status == "" {
 		n.Status = "unknown"

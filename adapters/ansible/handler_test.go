@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
-	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -92,32 +91,16 @@ func (in *endpoint) post(t *testing.T, body string, header ...string) (int, map[
 // a real run) and compares what a real subscriber received, in order, with
 // output.txt. Regenerate with -update and review the diff.
 func TestGolden(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*/input.json")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no golden cases: %v", err)
-	}
-	in := startIntake(t, DefaultConfig())
-	for _, input := range dirs {
-		dir := filepath.Dir(input)
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			body, err := os.ReadFile(input)
-			if err != nil {
-				t.Fatal(err)
+	intaketest.Run(t, intaketest.Suite{
+		Path: Path, Inputs: "testdata/*/input.json", Update: *update,
+		New: intaketest.Made(New, DefaultConfig()),
+		Check: func(t testing.TB, _ intaketest.Case, _ int, answer string, published []bus.Message) {
+			var a struct{ Accepted int }
+			if err := json.Unmarshal([]byte(answer), &a); err != nil || a.Accepted != len(published) {
+				t.Errorf("answered %s, but %d messages were published", answer, len(published))
 			}
-			code, answer := in.post(t, string(body))
-			if code != http.StatusOK {
-				t.Fatalf("got %d %v", code, answer)
-			}
-			var lines []string
-			for _, m := range in.bus.Collect(t, in.sub, barrier) {
-				lines = append(lines, testintake.GoldenLine(m))
-			}
-			if int(answer["accepted"].(float64)) != len(lines) {
-				t.Errorf("accepted %v, but %d messages arrived", answer["accepted"], len(lines))
-			}
-			testintake.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(lines, "\n")+"\n", *update)
-		})
-	}
+		},
+	})
 }
 
 // TestPayloadUntouched checks that the published payload is the event's own

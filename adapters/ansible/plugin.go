@@ -7,7 +7,7 @@ import _ "embed" // the callback plugin's source, for `bridge ansible-plugin`
 // Ansible loads it, for control nodes that do not use collections.
 //
 //go:embed collection/plugins/callback/firehose.py
-var PluginSource []byte
+var PluginSource string
 
 // CollectionFQCN is the plugin's name in the opsfirehose.firehose collection.
 const CollectionFQCN = "opsfirehose.firehose.firehose"

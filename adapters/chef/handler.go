@@ -35,6 +35,10 @@ const (
 // x-data-collector-auth ("version=1.0") carries no secret and is ignored.
 var tokenHeaders = []string{"X-Data-Collector-Token", "Api-Token"}
 
+// requestIDHeader is the X-Remote-Request-Id that chef-client sends (and
+// Chef Automate logs), logged with a refused request.
+const requestIDHeader = "X-Remote-Request-Id"
+
 // Options are what the handler needs besides its config section.
 type Options struct {
 	intake.Options
@@ -43,13 +47,11 @@ type Options struct {
 	DataDir string
 }
 
-// Handler is the Chef data collector endpoint. It is safe for concurrent use.
+// Handler is the Chef data collector endpoint, on the intake base every
+// source shares. It is safe for concurrent use.
 type Handler struct {
+	intake.Base
 	cfg     Config
-	pub     bus.Publisher
-	log     zerolog.Logger
-	tokens  *httpserver.Tokens
-	now     func() time.Time
 	parser  *chefpayload.Parser
 	build   *builder
 	metrics *metrics
@@ -72,9 +74,6 @@ func New(cfg Config, opts Options) (*Handler, error) {
 	if err := cfg.Redact.Validate(); err != nil {
 		return nil, fmt.Errorf("chef.redact: %w", err)
 	}
-	if opts.Publisher == nil {
-		return nil, errors.New("chef: a publisher is required")
-	}
 	parser, err := chefpayload.NewParser(cfg.Validation)
 	if err != nil {
 		return nil, fmt.Errorf("chef: schemas: %w", err)
@@ -93,13 +92,21 @@ func New(cfg Config, opts Options) (*Handler, error) {
 		}
 	}
 	m := newMetrics()
-	if opts.Registerer != nil {
-		if err := m.register(opts.Registerer); err != nil {
-			return nil, fmt.Errorf("chef metrics: %w", err)
-		}
+	h := &Handler{cfg: cfg, parser: parser, build: b, metrics: m}
+	ep := intake.Endpoint{
+		// {$} matches the path exactly: a bare trailing slash would make a
+		// subtree pattern, and the mux would then redirect the other spelling.
+		Path: Path + "{$}", Also: []string{PathNoEnd},
+		TokenHeaders: tokenHeaders, OwnHeadersOnly: true,
+		Name: "data-collector", RequestIDHeader: requestIDHeader,
+		Handler: http.HandlerFunc(h.collect),
 	}
-	h := &Handler{cfg: cfg, pub: opts.Publisher, log: opts.Logger, tokens: opts.Tokens, now: opts.Clock(),
-		parser: parser, build: b, metrics: m}
+	if err := h.Init(Source, nil, ep, opts.Options, m.collectors()...); err != nil {
+		return nil, err
+	}
+	for _, r := range chefpayload.Reasons() {
+		h.Metrics.Warnings.WithLabelValues(r) // every reason shows, at 0
+	}
 	if len(cfg.Owners.Teams) > 0 {
 		if h.owners, err = newOwners(cfg.Owners, opts.Logger, m.reloads); err != nil {
 			return nil, fmt.Errorf("chef.owners: %w", err)
@@ -163,20 +170,20 @@ func (h *Handler) publishTallies(ctx context.Context) {
 	if len(snaps) == 0 {
 		return
 	}
-	now := h.now()
+	now := h.Now()
 	msgs := make([]bus.Message, 0, len(snaps))
 	for _, snap := range snaps {
 		m, err := h.build.tally(snap, now)
 		if err != nil {
-			h.log.Warn().Err(err).Str("cookbook", snap.key.cookbook).Msg("cookbook tally has no topic; not published")
+			h.Log.Warn().Err(err).Str("cookbook", snap.key.cookbook).Msg("cookbook tally has no topic; not published")
 			continue
 		}
 		msgs = append(msgs, m)
 	}
-	if err := h.pub.Publish(ctx, msgs...); err != nil {
+	if err := h.Pub.Publish(ctx, msgs...); err != nil {
 		h.rollout.markDirty(snaps)
 		if ctx.Err() == nil {
-			h.log.Warn().Err(err).Int("tallies", len(msgs)).Msg("cookbook tallies not published; retrying")
+			h.Log.Warn().Err(err).Int("tallies", len(msgs)).Msg("cookbook tallies not published; retrying")
 		}
 		return
 	}
@@ -200,16 +207,12 @@ func (h *Handler) Close(ctx context.Context) error {
 	return h.rollout.close()
 }
 
-// Register adds POST and GET on both spellings of the path.
+// Register adds POST (the base's) and GET on both spellings of the path.
 func (h *Handler) Register(mux interface {
 	Handle(pattern string, h http.Handler)
 }) {
-	collect := http.HandlerFunc(h.collect)
+	h.Base.Register(mux)
 	health := http.HandlerFunc(h.health)
-	// {$} matches the path exactly: a bare trailing slash would make a
-	// subtree pattern, and the mux would then redirect the other spelling.
-	mux.Handle("POST "+Path+"{$}", collect)
-	mux.Handle("POST "+PathNoEnd, collect)
 	mux.Handle("GET "+Path+"{$}", health)
 	mux.Handle("GET "+PathNoEnd, health)
 }
@@ -235,14 +238,14 @@ type accepted struct {
 const maxWarnings = 20
 
 func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
-	tokenName, ok := httpserver.Authenticate(w, r, h.tokens, tokenHeaders...)
+	client, ok := h.Authenticate(w, r)
 	if !ok {
-		h.refused(r, "auth", "", "missing or invalid token", "")
+		h.metrics.rejected.WithLabelValues("auth").Inc()
 		return
 	}
-	body, ok := httpserver.ReadBody(w, r, h.cfg.MaxBody)
+	body, ok := h.ReadBody(w, r, client, h.cfg.MaxBody)
 	if !ok {
-		h.refused(r, "body", tokenName, "body over max_body or unreadable", "")
+		h.metrics.rejected.WithLabelValues("body").Inc()
 		return
 	}
 	p, err := h.prepare(body)
@@ -255,31 +258,27 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 		if perr == chefpayload.ErrUnknownType {
 			reason = "unknown_type"
 		}
-		h.refused(r, reason, tokenName, perr.Msg, perr.Field)
+		h.metrics.rejected.WithLabelValues(reason).Inc()
+		h.Refused(r, client, reason, perr)
 		httpserver.WriteError(w, http.StatusBadRequest, perr.Msg, perr.Field)
 		return
 	}
 	msg, msgs := p.msg, p.msgs
-	if err := h.pub.Publish(r.Context(), msgs...); err != nil {
+	if !h.Publish(w, r, client, 1, msgs...) {
 		p.settle(false)
 		h.metrics.rejected.WithLabelValues("publish").Inc()
-		h.metrics.intake.PublishFailed(err)
-		h.log.Warn().Err(err).Str("type", msg.Kind().String()).Str("remote", r.RemoteAddr).
-			Msg("data-collector message not published; the sender will retry")
-		httpserver.WritePublishError(w, err)
 		return
 	}
 	p.settle(true)
 	h.metrics.reports.WithLabelValues(msg.Kind().String()).Inc()
-	h.metrics.intake.Accepted(1)
 	h.metrics.messages.Add(float64(len(msgs)))
 	for _, m := range msgs {
-		h.log.Debug().Str("topic", m.Topic).Int("bytes", len(m.Payload)).Bool("retained", m.Retain).
-			Str("id", m.Headers[bus.HeaderMsgID]).Str("token", tokenName).Msg("published")
+		h.Log.Debug().Str("topic", m.Topic).Int("bytes", len(m.Payload)).Bool("retained", m.Retain).
+			Str("id", m.Headers[bus.HeaderMsgID]).Str("client", client).Msg("published")
 	}
 	ans := accepted{Status: "ok", Type: msg.Kind().String(), Messages: len(msgs)}
 	if warns := msg.Warnings(); len(warns) > 0 {
-		h.warned(r, msg, warns, tokenName)
+		h.warned(r, msg, warns, client)
 		ans.Warnings = warns[:min(len(warns), maxWarnings)]
 		ans.WarningsOmitted = len(warns) - len(ans.Warnings)
 	}
@@ -288,16 +287,16 @@ func (h *Handler) collect(w http.ResponseWriter, r *http.Request) {
 
 // warned counts a published message's warnings by reason and logs them at
 // debug: they are the sender's to fix, and a fleet can send thousands.
-func (h *Handler) warned(r *http.Request, msg chefpayload.Message, warns []chefpayload.Warning, token string) {
+func (h *Handler) warned(r *http.Request, msg chefpayload.Message, warns []chefpayload.Warning, client string) {
 	for _, w := range warns {
-		h.metrics.intake.Warnings.WithLabelValues(w.Reason).Inc()
+		h.Metrics.Warnings.WithLabelValues(w.Reason).Inc()
 	}
-	if e := h.log.Debug(); e.Enabled() {
+	if e := h.Log.Debug(); e.Enabled() {
 		arr := zerolog.Arr()
 		for _, w := range warns[:min(len(warns), maxWarnings)] {
 			arr.Str(w.Msg)
 		}
-		withRequestID(e.Str("type", msg.Kind().String()).Int("count", len(warns)).Array("warnings", arr).Str("token", token).
+		h.WithRequestID(e.Str("type", msg.Kind().String()).Int("count", len(warns)).Array("warnings", arr).Str("client", client).
 			Str("remote", r.RemoteAddr), r).
 			Msg("data-collector message published with warnings")
 	}
@@ -326,13 +325,13 @@ func (p *prepared) settle(published bool) {
 	if p.change != nil {
 		if err := p.change.commit(); err != nil {
 			p.h.metrics.storeErrors.Inc()
-			p.h.log.Error().Err(err).Msg("rollout state not stored; the node's next run repeats its rollout events")
+			p.h.Log.Error().Err(err).Msg("rollout state not stored; the node's next run repeats its rollout events")
 		}
 	}
 	if p.forget != nil {
 		if err := p.h.rollout.forget(p.forget[0], p.forget[1]); err != nil {
 			p.h.metrics.storeErrors.Inc()
-			p.h.log.Error().Err(err).Msg("deleted node not forgotten by the rollout store")
+			p.h.Log.Error().Err(err).Msg("deleted node not forgotten by the rollout store")
 		}
 	}
 }
@@ -358,7 +357,7 @@ func (h *Handler) prepare(body []byte) (*prepared, error) {
 			h.metrics.untracked.Inc()
 		case err != nil:
 			h.metrics.storeErrors.Inc()
-			h.log.Error().Err(err).Msg("rollout state not read; the run is published without rollout events")
+			h.Log.Error().Err(err).Msg("rollout state not read; the run is published without rollout events")
 		case p.change != nil:
 			events = p.change.events
 		}
@@ -371,7 +370,7 @@ func (h *Handler) prepare(body []byte) (*prepared, error) {
 			p.forget = &[2]string{org, m.EntityName}
 		}
 	}
-	if p.msgs, err = h.build.build(msg, h.now(), events); err != nil {
+	if p.msgs, err = h.build.build(msg, h.Now(), events); err != nil {
 		p.settle(false)
 		return nil, err
 	}
@@ -389,32 +388,10 @@ func (h *Handler) messages(body []byte) (chefpayload.Message, []bus.Message, err
 	return p.msg, p.msgs, nil
 }
 
-// refused logs a refused request at info, without its body.
-func (h *Handler) refused(r *http.Request, reason, token, msg, field string) {
-	h.metrics.rejected.WithLabelValues(reason).Inc()
-	h.metrics.intake.Rejected()
-	withRequestID(h.log.Info().Str("reason", reason).Str("error", msg).Str("field", field).Str("token", token).
-		Str("remote", r.RemoteAddr), r).
-		Msg("data-collector request refused")
-}
-
-// withRequestID adds the X-Remote-Request-Id that chef-client sends (and
-// Chef Automate logs) to a log line, when the request has one.
-func withRequestID(e *zerolog.Event, r *http.Request) *zerolog.Event {
-	if id := r.Header.Get("X-Remote-Request-Id"); id != "" {
-		e = e.Str("request_id", id)
-	}
-	return e
-}
-
 type metrics struct {
 	reports  *prometheus.CounterVec
 	messages prometheus.Counter
 	rejected *prometheus.CounterVec
-	// intake is the family every source shares:
-	// firehose_intake_messages_total{source, outcome} and
-	// firehose_intake_warnings_total{source, reason}.
-	intake *intake.Metrics
 	// The teams' and rollout's.
 	reloads     *prometheus.CounterVec
 	untracked   prometheus.Counter
@@ -429,7 +406,6 @@ func newMetrics() *metrics {
 			"Bus messages published by the Chef adapter (run, status and resource messages)."),
 		rejected: metric.CounterVec("firehose_chef_requests_rejected_total",
 			"Data-collector requests refused, by reason (auth, body, invalid, unknown_type, publish).", "reason"),
-		intake: intake.NewMetrics(Source),
 		reloads: metric.CounterVec("firehose_chef_policy_lock_reloads_total",
 			"Reloads of the policy lock files after they changed, by result (ok, error: the previous ownership stays).", "result"),
 		untracked: metric.Counter("firehose_chef_rollout_untracked_runs_total",
@@ -454,12 +430,8 @@ func (m *metrics) registerStore(reg prometheus.Registerer, s *rolloutStore) {
 	})
 }
 
-func (m *metrics) register(reg prometheus.Registerer) error {
-	if err := metric.Register(reg, append(m.intake.Collectors(), m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors)...); err != nil {
-		return err
-	}
-	for _, r := range chefpayload.Reasons {
-		m.intake.Warnings.WithLabelValues(r) // every reason shows, at 0
-	}
-	return nil
+// collectors are the adapter's own metrics, registered by the base beside
+// the intake family every source shares.
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.reports, m.messages, m.rejected, m.reloads, m.untracked, m.storeErrors}
 }

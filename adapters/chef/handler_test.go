@@ -194,7 +194,7 @@ func TestEndToEnd(t *testing.T) {
 		if !ok || !m.Retained {
 			t.Errorf("no retained status on %s: %+v", topic, got)
 		}
-		var s Summary
+		var s chefpayload.Summary
 		if err := json.Unmarshal([]byte(m.Payload), &s); err != nil || s.RunID == "" {
 			t.Errorf("%s: %v %s", topic, err, m.Payload)
 		}
@@ -340,6 +340,8 @@ func TestBadInput(t *testing.T) {
 		{"missing token", start, "-", "", 401, "missing token", ""},
 		{"token only in x-data-collector-auth", start, "-", "x-data-collector-auth", 401, "missing token", ""},
 		{"token in api-token", replace(start, `"node_name": "chefdk-ubuntu-16.04-tester-91bc78",`, ""), "-", "api-token", 400, "missing node_name", "node_name"},
+		// Chef's own headers only, as the README says: not the other sources' bearer token.
+		{"token as a bearer token", start, "-", "Authorization", 401, "missing token", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -354,7 +356,11 @@ func TestBadInput(t *testing.T) {
 			if tt.token != "-" {
 				req.Header.Set("x-data-collector-token", tt.token)
 			}
-			if tt.header != "" {
+			switch tt.header {
+			case "":
+			case "Authorization":
+				req.Header.Set(tt.header, "Bearer "+testToken)
+			default:
 				req.Header.Set(tt.header, testToken)
 			}
 			code, body := do(t, req)

@@ -276,39 +276,8 @@ func appendOptString(dst []byte, s *string) []byte {
 	return jsonscan.AppendString(dst, *s)
 }
 
-// Summary is the retained chef/<org>/<node>/status payload: the node's last
-// known state, compact enough for a dashboard to take the whole fleet's at
-// once. Fields the run did not report are null.
-type Summary struct {
-	NodeName             string  `json:"node_name"`
-	OrganizationName     string  `json:"organization_name"`
-	RunID                string  `json:"run_id"`
-	Status               string  `json:"status"`
-	StartTime            *string `json:"start_time"`
-	EndTime              *string `json:"end_time"`
-	DurationMS           *int64  `json:"duration_ms"`
-	TotalResourceCount   *int64  `json:"total_resource_count"`
-	UpdatedResourceCount *int64  `json:"updated_resource_count"`
-	// FailedResourceCount counts the records with status "failed".
-	FailedResourceCount int     `json:"failed_resource_count"`
-	PolicyName          *string `json:"policy_name"`
-	PolicyGroup         *string `json:"policy_group"`
-	// ChefVersion is node.automatic.chef_packages.chef.version.
-	ChefVersion *string `json:"chef_version"`
-	EntityUUID  *string `json:"entity_uuid"`
-	// ErrorClass and ErrorMessage are present only for a failed run.
-	ErrorClass   *string `json:"error_class,omitempty"`
-	ErrorMessage *string `json:"error_message,omitempty"`
-	// FailedCookbook is the cookbook whose code failed the run; null when
-	// the run succeeded or it is unknown.
-	FailedCookbook *chefpayload.FailedCookbook `json:"failed_cookbook"`
-	// Owner is the team that owns FailedCookbook (chef.owners); null when
-	// none does.
-	Owner *string `json:"owner"`
-}
-
 func summary(c *chefpayload.RunConverge, failed int, blame *chefpayload.FailedCookbook, owner string) []byte {
-	s := Summary{
+	s := chefpayload.Summary{
 		NodeName:             c.NodeName,
 		OrganizationName:     c.OrganizationName,
 		RunID:                c.RunID,

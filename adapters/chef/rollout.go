@@ -176,30 +176,23 @@ func parseTallyKey(b []byte) (tallyKey, string, bool) {
 // tallyKey names one tally: a cookbook in an org.
 type tallyKey struct{ org, cookbook string }
 
-// VersionCount is one version's line of a tally: its nodes, and how their
-// last runs ended.
-type VersionCount struct {
-	Nodes   int64 `json:"nodes"`
-	Success int64 `json:"success"`
-	Failure int64 `json:"failure"`
-}
-
-func (v *VersionCount) encode() []byte {
+// encodeCount is a tally line as the rollout store keeps it.
+func encodeCount(v *chefpayload.VersionCount) []byte {
 	b := binary.AppendUvarint(nil, uint64(v.Nodes))
 	b = binary.AppendUvarint(b, uint64(v.Success))
 	return binary.AppendUvarint(b, uint64(v.Failure))
 }
 
-func decodeCount(b []byte) (VersionCount, bool) {
+func decodeCount(b []byte) (chefpayload.VersionCount, bool) {
 	var out [3]uint64
 	for i := range out {
 		n, k := binary.Uvarint(b)
 		if k <= 0 {
-			return VersionCount{}, false
+			return chefpayload.VersionCount{}, false
 		}
 		out[i], b = n, b[k:]
 	}
-	return VersionCount{Nodes: int64(out[0]), Success: int64(out[1]), Failure: int64(out[2])}, true
+	return chefpayload.VersionCount{Nodes: int64(out[0]), Success: int64(out[1]), Failure: int64(out[2])}, true
 }
 
 // delta is one change to a tally line.
@@ -235,7 +228,7 @@ type rolloutStore struct {
 	nodes   int64             // nodes stored
 
 	tallyMu sync.Mutex
-	tallies map[tallyKey]map[string]*VersionCount
+	tallies map[tallyKey]map[string]*chefpayload.VersionCount
 	dirty   map[tallyKey]bool
 
 	closeOnce sync.Once
@@ -259,7 +252,7 @@ func openRollout(dir string, maxNodes int, log zerolog.Logger) (*rolloutStore, e
 		return nil, fmt.Errorf("rollout store %s: %w", dir, err)
 	}
 	s := &rolloutStore{db: db, maxNodes: int64(maxNodes), seed: maphash.MakeSeed(),
-		digests: map[string]uint64{}, tallies: map[tallyKey]map[string]*VersionCount{}, dirty: map[tallyKey]bool{}}
+		digests: map[string]uint64{}, tallies: map[tallyKey]map[string]*chefpayload.VersionCount{}, dirty: map[tallyKey]bool{}}
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("rollout store %s: %w", dir, err)
@@ -290,7 +283,7 @@ func (s *rolloutStore) load() error {
 			continue
 		}
 		if s.tallies[k] == nil {
-			s.tallies[k] = map[string]*VersionCount{}
+			s.tallies[k] = map[string]*chefpayload.VersionCount{}
 		}
 		s.tallies[k][version] = &c
 		s.dirty[k] = true
@@ -509,7 +502,7 @@ func (s *rolloutStore) applyDeltas(b *pebble.Batch, deltas []delta) {
 			if d.sign < 0 || len(s.tallies) >= maxTallies {
 				continue
 			}
-			t = map[string]*VersionCount{}
+			t = map[string]*chefpayload.VersionCount{}
 			s.tallies[d.key] = t
 		}
 		v := t[d.version]
@@ -517,7 +510,7 @@ func (s *rolloutStore) applyDeltas(b *pebble.Batch, deltas []delta) {
 			if d.sign < 0 || len(t) >= maxVersionsPerTally {
 				continue
 			}
-			v = &VersionCount{}
+			v = &chefpayload.VersionCount{}
 			t[d.version] = v
 		}
 		v.Nodes += d.sign
@@ -531,7 +524,7 @@ func (s *rolloutStore) applyDeltas(b *pebble.Batch, deltas []delta) {
 			delete(t, d.version)
 			_ = b.Delete(key, nil)
 		} else {
-			_ = b.Set(key, v.encode(), nil)
+			_ = b.Set(key, encodeCount(v), nil)
 		}
 		if len(t) == 0 {
 			delete(s.tallies, d.key)
@@ -569,7 +562,7 @@ func (s *rolloutStore) forget(org, node string) error {
 // tallySnapshot is one tally to publish.
 type tallySnapshot struct {
 	key      tallyKey
-	versions map[string]VersionCount
+	versions map[string]chefpayload.VersionCount
 }
 
 // takeDirty returns the tallies changed since the last call, and forgets
@@ -579,7 +572,7 @@ func (s *rolloutStore) takeDirty() []tallySnapshot {
 	defer s.tallyMu.Unlock()
 	out := make([]tallySnapshot, 0, len(s.dirty))
 	for k := range s.dirty {
-		snap := tallySnapshot{key: k, versions: map[string]VersionCount{}}
+		snap := tallySnapshot{key: k, versions: map[string]chefpayload.VersionCount{}}
 		for v, c := range s.tallies[k] {
 			snap.versions[v] = *c
 		}

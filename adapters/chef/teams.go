@@ -18,28 +18,6 @@ const (
 	idVersions    = "cookbook_versions"
 )
 
-// TeamFailure is the payload of chef/<org>/team/<team>/failure/<node>: a
-// failed run, compact, for the team that owns the failing cookbook.
-type TeamFailure struct {
-	NodeName         string  `json:"node_name"`
-	OrganizationName string  `json:"organization_name"`
-	PolicyName       *string `json:"policy_name"`
-	PolicyGroup      *string `json:"policy_group"`
-	Team             string  `json:"team"`
-	Cookbook         string  `json:"cookbook"`
-	CookbookVersion  *string `json:"cookbook_version"`
-	// BlamedBy says how the cookbook was found: "resource" or "backtrace".
-	BlamedBy string `json:"blamed_by"`
-	// Resource is the failed resource, "type[name]", when there is one.
-	Resource string `json:"resource,omitempty"`
-	Recipe   string `json:"recipe,omitempty"`
-	// ErrorClass and ErrorMessage are the run's error; the message is cut
-	// at maxErrorMessage bytes.
-	ErrorClass   *string `json:"error_class"`
-	ErrorMessage *string `json:"error_message"`
-	RunID        string  `json:"run_id"`
-}
-
 // maxErrorMessage keeps a team's failure message compact: the whole error
 // is on chef/<org>/<node>/run/failure.
 const maxErrorMessage = 1024
@@ -49,7 +27,7 @@ func (b *builder) teamFailure(c *chefpayload.RunConverge, blame *chefpayload.Fai
 	if err != nil {
 		return bus.Message{}, topicError(err, "")
 	}
-	p := TeamFailure{
+	p := chefpayload.TeamFailure{
 		NodeName: c.NodeName, OrganizationName: c.OrganizationName, PolicyName: c.PolicyName, PolicyGroup: c.PolicyGroup,
 		Team: team, Cookbook: blame.Name, CookbookVersion: blame.Version, BlamedBy: blame.BlamedBy,
 		Resource: blame.Resource, Recipe: blame.Recipe, RunID: c.RunID,
@@ -64,51 +42,17 @@ func (b *builder) teamFailure(c *chefpayload.RunConverge, blame *chefpayload.Fai
 	return bus.NewMessage(Source, c.RunID+":"+idTeamFailure, t, appendJSON(nil, p), now), nil
 }
 
-// RolloutEvent is the payload of
-// chef/<org>/cookbook/<cookbook>/<version>/<success|failure>: a node's first
-// run with this version of the cookbook (or its first run seen at all).
-type RolloutEvent struct {
-	NodeName         string `json:"node_name"`
-	OrganizationName string `json:"organization_name"`
-	Cookbook         string `json:"cookbook"`
-	Version          string `json:"version"`
-	// PreviousVersion is the version of the node's last run; null on the
-	// node's first run, or when the cookbook is new to it.
-	PreviousVersion *string `json:"previous_version"`
-	PolicyName      *string `json:"policy_name"`
-	PolicyGroup     *string `json:"policy_group"`
-	// Status is the run's: "success" or "failure".
-	Status string `json:"status"`
-	// Failing is true when this cookbook's code failed the run.
-	Failing bool `json:"failing"`
-	// Owner is the team that owns the cookbook; null when none does.
-	Owner *string `json:"owner"`
-	RunID string  `json:"run_id"`
-}
-
 func (b *builder) rolloutEvent(c *chefpayload.RunConverge, ev rolloutEvent, blame *chefpayload.FailedCookbook, now time.Time) (bus.Message, error) {
 	t, err := b.topics.CookbookRollout(c.OrganizationName, ev.cookbook, ev.version, c.Status)
 	if err != nil {
 		return bus.Message{}, topicError(err, "")
 	}
-	p := RolloutEvent{
+	p := chefpayload.RolloutEvent{
 		NodeName: c.NodeName, OrganizationName: c.OrganizationName, Cookbook: ev.cookbook, Version: ev.version,
 		PreviousVersion: ev.previous, PolicyName: c.PolicyName, PolicyGroup: c.PolicyGroup, Status: c.Status,
 		Failing: blame != nil && blame.Name == ev.cookbook, Owner: optOwner(b.owners.owner(ev.cookbook)), RunID: c.RunID,
 	}
 	return bus.NewMessage(Source, c.RunID+":"+idRollout+":"+ev.cookbook, t, appendJSON(nil, p), now), nil
-}
-
-// CookbookTally is the retained payload of chef/<org>/cookbook/<cookbook>/versions:
-// each version of the cookbook, its nodes, and how their last runs ended.
-type CookbookTally struct {
-	OrganizationName string `json:"organization_name"`
-	Cookbook         string `json:"cookbook"`
-	// Owner is the team that owns the cookbook; null when none does.
-	Owner *string `json:"owner"`
-	// Nodes counts the nodes that have the cookbook, any version.
-	Nodes    int64                   `json:"nodes"`
-	Versions map[string]VersionCount `json:"versions"`
 }
 
 // tally builds a tally's retained message; a tally with no version left is
@@ -119,7 +63,7 @@ func (b *builder) tally(snap tallySnapshot, now time.Time) (bus.Message, error) 
 	if err != nil {
 		return bus.Message{}, err
 	}
-	p := CookbookTally{OrganizationName: snap.key.org, Cookbook: snap.key.cookbook,
+	p := chefpayload.CookbookTally{OrganizationName: snap.key.org, Cookbook: snap.key.cookbook,
 		Owner: optOwner(b.owners.owner(snap.key.cookbook)), Versions: snap.versions}
 	for _, v := range snap.versions {
 		p.Nodes += v.Nodes

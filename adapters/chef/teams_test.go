@@ -118,7 +118,7 @@ func TestRolloutGolden(t *testing.T) {
 	tallies := func(h *Handler, name string) string {
 		t.Helper()
 		b := testbus.Start(t)
-		h.pub = b
+		h.Pub = b
 		h.publishTallies(t.Context())
 		// A team that subscribes late sees where each rollout stands. The
 		// broker sends retained messages after the subscription, unordered
@@ -172,8 +172,8 @@ func TestTeamPayloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var team TeamFailure
-	var events []RolloutEvent
+	var team chefpayload.TeamFailure
+	var events []chefpayload.RolloutEvent
 	var status map[string]any
 	for _, m := range msgs {
 		switch {
@@ -182,7 +182,7 @@ func TestTeamPayloads(t *testing.T) {
 				t.Fatal(err)
 			}
 		case strings.Contains(m.Topic, "/cookbook/"):
-			var e RolloutEvent
+			var e chefpayload.RolloutEvent
 			if err := json.Unmarshal(m.Payload, &e); err != nil {
 				t.Fatal(err)
 			}

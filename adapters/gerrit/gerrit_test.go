@@ -3,19 +3,16 @@ package gerrit
 import (
 	"encoding/json"
 	"flag"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
+	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
-	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -24,36 +21,20 @@ var update = flag.Bool("update", false, "rewrite testdata/*/output.txt")
 // serve runs the handler behind a real HTTP server, publishing to b.
 func serve(t *testing.T, b *testbus.Bus, cfg Config, tokens []httpserver.Token) *httptest.Server {
 	t.Helper()
-	h, err := New(cfg, testintake.Options(b, tokens))
+	h, err := New(cfg, intaketest.Options(b, tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testintake.Serve(t, h)
+	return intaketest.Serve(t, h)
 }
 
 // TestGolden posts each testdata/<case>/input.* and compares the answer and
 // what a subscriber received with testdata/<case>/output.txt.
 func TestGolden(t *testing.T) {
-	b := testbus.Start(t)
-	sub := b.Subscribe(t, "#")
-	srv := serve(t, b, DefaultConfig(), nil)
-	inputs, _ := filepath.Glob("testdata/*/input.*")
-	if len(inputs) == 0 {
-		t.Fatal("no golden cases")
-	}
-	for _, input := range inputs {
-		dir := filepath.Dir(input)
-		body, err := os.ReadFile(input)
-		if err != nil {
-			t.Fatal(err)
-		}
-		code, _, resp := testintake.Post(t, srv.URL+Path, string(body), map[string]string{"Content-Type": "application/json"})
-		got := []string{fmt.Sprintf("HTTP %d %s", code, resp)}
-		for _, m := range b.Collect(t, sub, "barrier/"+filepath.Base(dir)) {
-			got = append(got, testintake.GoldenLine(m))
-		}
-		testintake.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(got, "\n")+"\n", *update)
-	}
+	intaketest.Run(t, intaketest.Suite{
+		Path: Path, Answer: true, Update: *update,
+		New: intaketest.Made(New, DefaultConfig()),
+	})
 }
 
 // TestEndToEnd is what a firehose subscriber sees: topics by project path,
@@ -67,7 +48,7 @@ func TestEndToEnd(t *testing.T) {
 	batch := `{"type":"patchset-created","project":"openstack/nova","change":{"number":1}}
 {"type":"change-merged","change":{"project":"openstack/octavia","number":2}}
 {"type":"change-merged","project":"openstack/nova","change":{"number":3}}`
-	if code, _, resp := testintake.Post(t, srv.URL+Path, batch, nil); code != http.StatusOK || resp != `{"accepted":3}` {
+	if code, _, resp := intaketest.Post(t, srv.URL+Path, batch, nil); code != http.StatusOK || resp != `{"accepted":3}` {
 		t.Fatalf("%d %s", code, resp)
 	}
 	lines := strings.Split(batch, "\n")
@@ -92,7 +73,7 @@ func TestTopicPrefix(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TopicPrefix = "review/gerrit"
 	srv := serve(t, b, cfg, nil)
-	testintake.Post(t, srv.URL+Path, `{"type":"comment-added","project":"openstack/nova"}`, nil)
+	intaketest.Post(t, srv.URL+Path, `{"type":"comment-added","project":"openstack/nova"}`, nil)
 	got := b.Collect(t, sub, "barrier/prefix")
 	if len(got) != 1 || got[0].Topic != "review/gerrit/openstack/nova/comment-added" {
 		t.Errorf("got %+v", got)
@@ -130,7 +111,7 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 		{"bad line in a batch", Path, event + "\n" + `{"type":"x"}`, map[string]string{TokenHeader: "s3cret"}, http.StatusBadRequest, "project"},
 	}
 	for _, tt := range tests {
-		code, _, resp := testintake.Post(t, srv.URL+tt.url, tt.body, tt.header)
+		code, _, resp := intaketest.Post(t, srv.URL+tt.url, tt.body, tt.header)
 		var e struct {
 			Error, Field string
 		}
@@ -145,7 +126,7 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 		if header == nil {
 			url += "?token=s3cret"
 		}
-		if code, _, resp := testintake.Post(t, url, event, header); code != http.StatusOK {
+		if code, _, resp := intaketest.Post(t, url, event, header); code != http.StatusOK {
 			t.Errorf("token way %d: %d %s", i, code, resp)
 		}
 		if got := testkit.Next(t, sub); got.Payload != event {
@@ -153,7 +134,7 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 		}
 	}
 	// max_batch events, blank lines around them, are taken.
-	if code, _, resp := testintake.Post(t, srv.URL+Path, "\n\n"+strings.Repeat(small+"\n\n", 3), map[string]string{TokenHeader: "s3cret"}); code != http.StatusOK || resp != `{"accepted":3}` {
+	if code, _, resp := intaketest.Post(t, srv.URL+Path, "\n\n"+strings.Repeat(small+"\n\n", 3), map[string]string{TokenHeader: "s3cret"}); code != http.StatusOK || resp != `{"accepted":3}` {
 		t.Errorf("max_batch events: %d %s", code, resp)
 	}
 }
@@ -166,7 +147,7 @@ func TestBusDown(t *testing.T) {
 	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	code, header, resp := testintake.Post(t, srv.URL+Path, `{"type":"x","project":"p"}`, nil)
+	code, header, resp := intaketest.Post(t, srv.URL+Path, `{"type":"x","project":"p"}`, nil)
 	if code != http.StatusServiceUnavailable || header.Get("Retry-After") == "" || !strings.Contains(resp, `"error"`) {
 		t.Errorf("%d %v %s", code, header, resp)
 	}

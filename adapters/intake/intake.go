@@ -185,8 +185,10 @@ type Base struct {
 
 	tokens       *httpserver.Tokens
 	tokenHeaders []string
-	pattern      string
+	patterns     []string
 	handler      http.Handler
+	// name and requestID are Endpoint's Name and RequestIDHeader.
+	name, requestID string
 }
 
 // SharedTokenHeader is the token header the classic firehose sources
@@ -195,11 +197,24 @@ const SharedTokenHeader = "X-Firehose-Token"
 
 // Endpoint is what Init needs to know of the adapter's endpoint.
 type Endpoint struct {
-	// Path is served for POST, by Handler.
+	// Path is served for POST, by Handler. A pattern ending in {$} matches
+	// the path exactly.
 	Path string
+	// Also are more paths served the same way: other spellings of Path,
+	// served rather than redirected.
+	Also []string
 	// TokenHeaders are where a token may come, besides
 	// "Authorization: Bearer <token>".
 	TokenHeaders []string
+	// OwnHeadersOnly takes a token from TokenHeaders alone, not from
+	// Authorization: for a source whose senders have headers of their own.
+	OwnHeadersOnly bool
+	// Name names the endpoint's requests in logs ("<Name> request
+	// refused"); empty means the source.
+	Name string
+	// RequestIDHeader is where a sender may name the request as its own
+	// logs do; a refusal is logged with it (request_id) when it is there.
+	RequestIDHeader string
 	// Handler serves Path: the adapter's own handler, which embeds the Base.
 	Handler http.Handler
 }
@@ -218,7 +233,16 @@ func (b *Base) Init(source string, cfgErr error, ep Endpoint, opts Options, extr
 	*b = Base{
 		Source: source, Pub: opts.Publisher, Log: opts.Logger, Now: opts.Clock(), Metrics: NewMetrics(source),
 		tokens: opts.Tokens, tokenHeaders: append([]string{"Authorization"}, ep.TokenHeaders...),
-		pattern: http.MethodPost + " " + ep.Path, handler: ep.Handler,
+		handler: ep.Handler, name: ep.Name, requestID: ep.RequestIDHeader,
+	}
+	if ep.OwnHeadersOnly {
+		b.tokenHeaders = b.tokenHeaders[1:]
+	}
+	if b.name == "" {
+		b.name = source
+	}
+	for _, p := range append([]string{ep.Path}, ep.Also...) {
+		b.patterns = append(b.patterns, http.MethodPost+" "+p)
 	}
 	if err := metric.Register(opts.Registerer, append(b.Metrics.Collectors(), extra...)...); err != nil {
 		return fmt.Errorf("%s metrics: %w", source, err)
@@ -229,7 +253,9 @@ func (b *Base) Init(source string, cfgErr error, ep Endpoint, opts Options, extr
 // Register adds the endpoint to mux (*http.ServeMux and *httpserver.Server
 // both fit).
 func (b *Base) Register(mux interface{ Handle(string, http.Handler) }) {
-	mux.Handle(b.pattern, b.handler)
+	for _, p := range b.patterns {
+		mux.Handle(p, b.handler)
+	}
 }
 
 // Authenticate checks the request's token (httpserver.Authenticate: 401 or
@@ -266,8 +292,20 @@ func (b *Base) ReadBody(w http.ResponseWriter, r *http.Request, client string, m
 // counts a request refused for good at stage; the caller answers it.
 func (b *Base) Refused(r *http.Request, client, stage string, err error) {
 	b.Metrics.Rejected()
-	b.Log.Info().Str("remote", r.RemoteAddr).Str("client", client).Str("stage", stage).AnErr("error", err).
-		Msg(b.Source + " request refused")
+	b.WithRequestID(b.Log.Info().Str("remote", r.RemoteAddr).Str("client", client).Str("stage", stage).AnErr("error", err), r).
+		Msg(b.name + " request refused")
+}
+
+// WithRequestID adds the request's id, as its sender names it
+// (Endpoint.RequestIDHeader), to a log line when the request has one.
+func (b *Base) WithRequestID(e *zerolog.Event, r *http.Request) *zerolog.Event {
+	if b.requestID == "" {
+		return e
+	}
+	if id := r.Header.Get(b.requestID); id != "" {
+		e = e.Str("request_id", id)
+	}
+	return e
 }
 
 // BadRequest answers 400 {"error", "field"} for input that can never be
@@ -284,7 +322,8 @@ func (b *Base) BadRequest(w http.ResponseWriter, r *http.Request, client string,
 func (b *Base) Publish(w http.ResponseWriter, r *http.Request, client string, n int, msgs ...bus.Message) bool {
 	if err := b.Pub.Publish(r.Context(), msgs...); err != nil {
 		b.Metrics.PublishFailed(err)
-		b.Log.Warn().Err(err).Int("messages", len(msgs)).Str("client", client).Msg(b.Source + " messages not published")
+		b.WithRequestID(b.Log.Warn().Err(err).Int("messages", len(msgs)).Str("client", client), r).
+			Msg(b.name + " messages not published")
 		httpserver.WritePublishError(w, err)
 		return false
 	}

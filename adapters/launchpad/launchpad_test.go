@@ -10,14 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
+	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
-	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -26,11 +26,11 @@ var update = flag.Bool("update", false, "rewrite testdata/*/output.txt")
 // serve runs the handler behind a real HTTP server, publishing to b.
 func serve(t *testing.T, b *testbus.Bus, cfg Config, tokens []httpserver.Token) *httptest.Server {
 	t.Helper()
-	h, err := New(cfg, testintake.Options(b, tokens))
+	h, err := New(cfg, intaketest.Options(b, tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testintake.Serve(t, h)
+	return intaketest.Serve(t, h)
 }
 
 // post sends a mail, as message/rfc822 unless header says otherwise.
@@ -38,42 +38,32 @@ func post(t *testing.T, url, body string, header map[string]string) (int, http.H
 	t.Helper()
 	h := map[string]string{"Content-Type": ContentType}
 	maps.Copy(h, header)
-	return testintake.Post(t, url, body, h)
+	return intaketest.Post(t, url, body, h)
 }
 
 // TestGolden posts each testdata/<case>/input.eml and compares the answer
 // and what a subscriber received with testdata/<case>/output.txt: the
 // payload's SHA-256 and, for review, the payload itself as indented JSON.
 func TestGolden(t *testing.T) {
-	b := testbus.Start(t)
-	sub := b.Subscribe(t, "#")
-	srv := serve(t, b, DefaultConfig(), nil)
-	inputs, _ := filepath.Glob("testdata/*/input.eml")
-	if len(inputs) == 0 {
-		t.Fatal("no golden cases")
-	}
-	for _, input := range inputs {
-		dir := filepath.Dir(input)
-		mail, err := os.ReadFile(input)
-		if err != nil {
-			t.Fatal(err)
-		}
-		code, _, resp := post(t, srv.URL+Path, string(mail), nil)
-		got := []string{fmt.Sprintf("HTTP %d %s", code, resp)}
-		for _, m := range b.Collect(t, sub, "barrier/"+filepath.Base(dir)) {
-			sum := sha256.Sum256([]byte(m.Payload))
-			got = append(got, fmt.Sprintf("%s\t%v\tsha256:%s", m.Topic, m.Retained, hex.EncodeToString(sum[:])))
+	intaketest.Run(t, intaketest.Suite{
+		Path: Path, Inputs: "testdata/*/input.eml", Answer: true, Update: *update,
+		New: intaketest.Made(New, DefaultConfig()),
+		Request: func(testing.TB, intaketest.Case) (string, map[string]string) {
+			return "", map[string]string{"Content-Type": ContentType}
+		},
+		Lines: func(t testing.TB, m bus.Message) []string {
+			sum := sha256.Sum256(m.Payload)
 			var pretty strings.Builder
 			enc := json.NewEncoder(&pretty)
 			enc.SetIndent("# ", "  ")
 			enc.SetEscapeHTML(false)
 			if err := enc.Encode(json.RawMessage(m.Payload)); err != nil {
-				t.Fatalf("%s: payload is not JSON: %v", dir, err)
+				t.Fatalf("payload is not JSON: %v", err)
 			}
-			got = append(got, "# "+strings.TrimSpace(pretty.String()))
-		}
-		testintake.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(got, "\n")+"\n", *update)
-	}
+			return []string{fmt.Sprintf("%s\t%v\tsha256:%s", m.Topic, m.Retain, hex.EncodeToString(sum[:])),
+				"# " + strings.TrimSpace(pretty.String())}
+		},
+	})
 }
 
 // TestEndToEnd is what an lpmqtt subscriber sees.

@@ -16,10 +16,11 @@ import (
 	"testing"
 
 	"github.com/opsfirehose/firehose/adapters/intake"
+	"github.com/opsfirehose/firehose/adapters/intake/intaketest"
+	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/testbus"
-	"github.com/opsfirehose/firehose/internal/testintake"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testsubunit"
 	payload "github.com/opsfirehose/firehose/payloads/subunit"
@@ -30,11 +31,11 @@ var update = flag.Bool("update", false, "rewrite testdata/*/output.txt")
 // serve runs the handler behind a real HTTP server, publishing to b.
 func serve(t *testing.T, b *testbus.Bus, cfg Config, tokens []httpserver.Token) *httptest.Server {
 	t.Helper()
-	h, err := New(cfg, testintake.Options(b, tokens))
+	h, err := New(cfg, intaketest.Options(b, tokens))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testintake.Serve(t, h)
+	return intaketest.Serve(t, h)
 }
 
 var streamHeader = map[string]string{"Content-Type": StreamType}
@@ -52,34 +53,23 @@ func query(change string) string {
 // testdata/generate.sh, with query.txt) and compares the answer and what a
 // subscriber received with output.txt.
 func TestGolden(t *testing.T) {
-	b := testbus.Start(t)
-	sub := b.Subscribe(t, "#")
-	srv := serve(t, b, DefaultConfig(), nil)
-	inputs, _ := filepath.Glob("testdata/*/input.*")
-	if len(inputs) == 0 {
-		t.Fatal("no golden cases")
-	}
-	for _, input := range inputs {
-		dir := filepath.Dir(input)
-		body, err := os.ReadFile(input)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target, header := srv.URL+Path, map[string]string{"Content-Type": "application/json"}
-		if filepath.Ext(input) == ".subunit" {
-			q, err := os.ReadFile(filepath.Join(dir, "query.txt"))
+	intaketest.Run(t, intaketest.Suite{
+		Path: Path, Answer: true, Update: *update,
+		New: intaketest.Made(New, DefaultConfig()),
+		Request: func(t testing.TB, c intaketest.Case) (string, map[string]string) {
+			if filepath.Ext(c.Input) != ".subunit" {
+				return "", map[string]string{"Content-Type": "application/json"}
+			}
+			q, err := os.ReadFile(filepath.Join(c.Dir, "query.txt"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			target, header = target+"?"+strings.TrimSpace(string(q)), streamHeader
-		}
-		code, _, resp := testintake.Post(t, target, body, header)
-		got := []string{fmt.Sprintf("HTTP %d %s", code, resp)}
-		for _, m := range b.Collect(t, sub, "barrier/"+filepath.Base(dir)) {
-			got = append(got, fmt.Sprintf("%s\t%v\t%s", m.Topic, m.Retained, m.Payload))
-		}
-		testintake.CheckGolden(t, filepath.Join(dir, "output.txt"), strings.Join(got, "\n")+"\n", *update)
-	}
+			return strings.TrimSpace(string(q)), streamHeader
+		},
+		Lines: func(_ testing.TB, m bus.Message) []string {
+			return []string{fmt.Sprintf("%s\t%v\t%s", m.Topic, m.Retain, m.Payload)}
+		},
+	})
 }
 
 // subunitOutput writes a stream with Debian's subunit-output, one run per
@@ -124,7 +114,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	for i, tt := range tests {
 		change := fmt.Sprint(1000 + i)
-		code, _, resp := testintake.Post(t, srv.URL+Path+query(change), tt.body, tt.header)
+		code, _, resp := intaketest.Post(t, srv.URL+Path+query(change), tt.body, tt.header)
 		if code != http.StatusOK || !strings.Contains(resp, `"status":"`+tt.status+`"`) {
 			t.Errorf("%s: %d %s", tt.name, code, resp)
 			continue
@@ -136,7 +126,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	// The JSON a worker posts.
-	code, _, resp := testintake.Post(t, srv.URL+Path, []byte(`{"worker":"w1","project":"openstack/nova","change":5,"status":"failure","build_uuid":"u","source_url":"s"}`), nil)
+	code, _, resp := intaketest.Post(t, srv.URL+Path, []byte(`{"worker":"w1","project":"openstack/nova","change":5,"status":"failure","build_uuid":"u","source_url":"s"}`), nil)
 	if got := testkit.Next(t, sub); code != http.StatusOK || got.Topic != "gearman-subunit/w1/openstack/nova/5" ||
 		got.Payload != `{"status":"failure","build_uuid":"u","source_url":"s"}` {
 		t.Errorf("json: %d %s %+v", code, resp, got)
@@ -177,7 +167,7 @@ func TestJSONWithAnyContentType(t *testing.T) {
 		if ct != "" {
 			header = map[string]string{"Content-Type": ct}
 		}
-		code, _, resp := testintake.Post(t, srv.URL+Path, body, header)
+		code, _, resp := intaketest.Post(t, srv.URL+Path, body, header)
 		if code != http.StatusOK {
 			t.Errorf("Content-Type %q: %d %s", ct, code, resp)
 			continue
@@ -206,7 +196,7 @@ func TestTopicPrefix(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TopicPrefix = "ci/subunit"
 	srv := serve(t, b, cfg, nil)
-	testintake.Post(t, srv.URL+Path, []byte(`{"worker":"w1","project":"openstack/nova","change":5,"status":"success","build_uuid":"u","source_url":"s"}`), nil)
+	intaketest.Post(t, srv.URL+Path, []byte(`{"worker":"w1","project":"openstack/nova","change":5,"status":"success","build_uuid":"u","source_url":"s"}`), nil)
 	if got := b.Collect(t, sub, "barrier/prefix"); len(got) != 1 || got[0].Topic != "ci/subunit/w1/openstack/nova/5" {
 		t.Errorf("got %+v", got)
 	}
@@ -267,7 +257,7 @@ func TestRefusedRequestsPublishNothing(t *testing.T) {
 		{"gzip stream type, other encoding", query("1"), stream, auth(map[string]string{"Content-Type": GzipStreamType, "Content-Encoding": "br"}), http.StatusUnsupportedMediaType, "Content-Encoding"},
 	}
 	for _, tt := range tests {
-		code, _, resp := testintake.Post(t, srv.URL+Path+tt.query, tt.body, tt.header)
+		code, _, resp := intaketest.Post(t, srv.URL+Path+tt.query, tt.body, tt.header)
 		var e struct{ Error, Field string }
 		if code != tt.code || json.Unmarshal([]byte(resp), &e) != nil || e.Error == "" || e.Field != tt.field {
 			t.Errorf("%s: %d %s; want %d with field %q", tt.name, code, resp, tt.code, tt.field)
@@ -294,7 +284,7 @@ func TestBusDown(t *testing.T) {
 	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	code, header, _ := testintake.Post(t, srv.URL+Path, []byte(`{"worker":"w","project":"a/b","change":1,"status":"success","build_uuid":"u","source_url":"s"}`), nil)
+	code, header, _ := intaketest.Post(t, srv.URL+Path, []byte(`{"worker":"w","project":"a/b","change":1,"status":"success","build_uuid":"u","source_url":"s"}`), nil)
 	if code != http.StatusServiceUnavailable || header.Get("Retry-After") == "" {
 		t.Errorf("%d %v", code, header)
 	}

@@ -1,6 +1,3 @@
-// Package brokeronly is cmd/broker's application: the broker alone, with
-// its health, readiness and metrics endpoints. It is apart from package app,
-// which runs the bridge, so that cmd/broker links no adapter, sink or store.
 package brokeronly
 
 import (
@@ -14,23 +11,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/broker"
-	"github.com/opsfirehose/firehose/config/brokerconfig"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
 )
 
-// DefaultBrokerHTTPAddress is where cmd/broker serves /healthz, /readyz and
-// /metrics when the config file does not set http.address.
-const DefaultBrokerHTTPAddress = brokerconfig.DefaultHTTPAddress
+var _ lifecycle.Component = (*Server)(nil)
 
-var _ lifecycle.Component = (*BrokerOnly)(nil)
-
-// BrokerOnly is cmd/broker: the broker alone, from the same `broker:`
+// Server is cmd/broker: the broker alone, from the same `broker:`
 // section the bridge uses (the replacement for the OpenStack firehose's
 // mosquitto), plus an HTTP listener for health checks and metrics.
-type BrokerOnly struct {
-	cfg      brokerconfig.Config
+type Server struct {
+	cfg      Config
 	log      zerolog.Logger
 	registry *prometheus.Registry
 	broker   *broker.Broker
@@ -42,11 +34,11 @@ type BrokerOnly struct {
 	closeErr  error
 }
 
-// NewBrokerOnly builds cmd/broker from a validated config and opens every
+// New builds cmd/broker from a validated config and opens every
 // listening socket, so a port in use fails here. It refuses broker.mode
 // external, which only the bridge understands, and warns about the
 // bridge-only settings it ignores. Nothing is served until Start.
-func NewBrokerOnly(cfg brokerconfig.Config, log zerolog.Logger) (_ *BrokerOnly, err error) {
+func New(cfg Config, log zerolog.Logger) (_ *Server, err error) {
 	if cfg.Broker.Mode != broker.ModeEmbedded {
 		return nil, fmt.Errorf("broker.mode: %q is a bridge setting (the bridge then uses another broker), "+
 			"but cmd/broker is the broker itself: remove broker.mode or set it to %s", cfg.Broker.Mode, broker.ModeEmbedded)
@@ -54,7 +46,7 @@ func NewBrokerOnly(cfg brokerconfig.Config, log zerolog.Logger) (_ *BrokerOnly, 
 	if ignored := cfg.BridgeOnly(); len(ignored) > 0 {
 		log.Warn().Strs("ignored", ignored).Msg("cmd/broker ignores these bridge-only settings; they take effect in cmd/bridge")
 	}
-	s := &BrokerOnly{cfg: cfg, log: log, registry: buildinfo.NewRegistry()}
+	s := &Server{cfg: cfg, log: log, registry: buildinfo.NewRegistry()}
 	defer func() {
 		if err != nil {
 			_ = s.closeAll(context.Background())
@@ -75,7 +67,7 @@ func NewBrokerOnly(cfg brokerconfig.Config, log zerolog.Logger) (_ *BrokerOnly, 
 }
 
 // readyz answers 200 while the broker serves, in the bridge's JSON shape.
-func (s *BrokerOnly) readyz(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.broker.Ready() {
 		httpserver.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "checks": map[string]string{"broker": "ok"}})
 		return
@@ -86,7 +78,7 @@ func (s *BrokerOnly) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // Start serves MQTT, then HTTP. It returns once the listeners accept
 // connections; ctx bounds the start only. Calling it again does nothing.
-func (s *BrokerOnly) Start(ctx context.Context) error {
+func (s *Server) Start(ctx context.Context) error {
 	s.startOnce.Do(func() {
 		if s.startErr = s.broker.Start(ctx); s.startErr == nil {
 			s.startErr = s.http.Start(ctx)
@@ -97,7 +89,7 @@ func (s *BrokerOnly) Start(ctx context.Context) error {
 
 // Run starts the broker, waits until ctx is done (a signal) or the HTTP
 // listener fails, then shuts down within the configured shutdown_timeout.
-func (s *BrokerOnly) Run(ctx context.Context) error {
+func (s *Server) Run(ctx context.Context) error {
 	// A ctx already done means start, then shut down at once, as it always
 	// has: Start fails only for its own reasons here.
 	if err := s.Start(context.WithoutCancel(ctx)); err != nil {
@@ -110,12 +102,12 @@ func (s *BrokerOnly) Run(ctx context.Context) error {
 
 // Close stops the HTTP listener, then closes the broker, disconnecting
 // every client. It is idempotent and bounded by ctx.
-func (s *BrokerOnly) Close(ctx context.Context) error {
+func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() { s.closeErr = s.closeAll(ctx) })
 	return s.closeErr
 }
 
-func (s *BrokerOnly) closeAll(ctx context.Context) error {
+func (s *Server) closeAll(ctx context.Context) error {
 	var ps lifecycle.Parts
 	ps.Add(s.http != nil, "http", s.http)
 	ps.Add(s.broker != nil, "broker", s.broker)
@@ -123,14 +115,14 @@ func (s *BrokerOnly) closeAll(ctx context.Context) error {
 }
 
 // HTTPAddr is the HTTP listener's bound address.
-func (s *BrokerOnly) HTTPAddr() string { return s.http.Addr() }
+func (s *Server) HTTPAddr() string { return s.http.Addr() }
 
 // Broker is the broker.
-func (s *BrokerOnly) Broker() *broker.Broker { return s.broker }
+func (s *Server) Broker() *broker.Broker { return s.broker }
 
-// RunBroker runs cmd/broker until ctx is done: NewBrokerOnly, then Run.
-func RunBroker(ctx context.Context, cfg brokerconfig.Config, log zerolog.Logger) error {
-	s, err := NewBrokerOnly(cfg, log)
+// run runs cmd/broker until ctx is done: New, then Server.Run.
+func run(ctx context.Context, cfg Config, log zerolog.Logger) error {
+	s, err := New(cfg, log)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/config/brokerconfig"
 	"github.com/opsfirehose/firehose/config/configcore"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/testkit"
@@ -53,18 +52,18 @@ func probeHTTPAtBrokerClose(t *testing.T, br *broker.Broker, httpAddr string) <-
 
 // brokerOnlyConfig is cmd/broker's config as a file gives it: MQTT and HTTP
 // on loopback ports chosen by the kernel, plus extra top-level YAML.
-func brokerOnlyConfig(t *testing.T, extra string) brokerconfig.Config {
+func brokerOnlyConfig(t *testing.T, extra string) Config {
 	t.Helper()
-	cfg := brokerconfig.Default()
+	cfg := Default()
 	doc := "http: {address: '127.0.0.1:0'}\nbroker:\n  listeners: [{name: mqtt, address: '127.0.0.1:0'}]\n" + extra
-	if err := brokerconfig.Parse([]byte(doc), &cfg, configcore.Options{LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
+	if err := Parse([]byte(doc), &cfg, configcore.Options{LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
 		t.Fatal(err)
 	}
 	return cfg
 }
 
 func TestBrokerOnlyServesHealthReadinessAndMetrics(t *testing.T) {
-	s, err := NewBrokerOnly(brokerOnlyConfig(t, ""), zerolog.Nop())
+	s, err := New(brokerOnlyConfig(t, ""), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,19 +112,19 @@ func TestBrokerOnlyServesHealthReadinessAndMetrics(t *testing.T) {
 }
 
 func TestBrokerOnlyHTTPAddress(t *testing.T) {
-	if DefaultBrokerHTTPAddress == httpserver.DefaultConfig().Address {
-		t.Fatalf("cmd/broker's default HTTP address %s is the bridge's", DefaultBrokerHTTPAddress)
+	if DefaultHTTPAddress == httpserver.DefaultConfig().Address {
+		t.Fatalf("cmd/broker's default HTTP address %s is the bridge's", DefaultHTTPAddress)
 	}
-	noFile := brokerconfig.Default()
-	if got := noFile.HTTP.Address; got != DefaultBrokerHTTPAddress {
-		t.Errorf("no config: %s, want %s", got, DefaultBrokerHTTPAddress)
+	noFile := Default()
+	if got := noFile.HTTP.Address; got != DefaultHTTPAddress {
+		t.Errorf("no config: %s, want %s", got, DefaultHTTPAddress)
 	}
-	other := brokerconfig.Default()
-	if err := brokerconfig.Parse([]byte("http: {read_timeout: 5s}\n"), &other, configcore.Options{}); err != nil {
+	other := Default()
+	if err := Parse([]byte("http: {read_timeout: 5s}\n"), &other, configcore.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := other.HTTP; got.Address != DefaultBrokerHTTPAddress || got.ReadTimeout != 5*time.Second {
-		t.Errorf("http without address: %+v, want %s and the file's read_timeout", got, DefaultBrokerHTTPAddress)
+	if got := other.HTTP; got.Address != DefaultHTTPAddress || got.ReadTimeout != 5*time.Second {
+		t.Errorf("http without address: %+v, want %s and the file's read_timeout", got, DefaultHTTPAddress)
 	}
 	given := brokerOnlyConfig(t, "")
 	if got := given.HTTP.Address; got != "127.0.0.1:0" {
@@ -137,7 +136,7 @@ func TestBrokerOnlyRefusesExternalMode(t *testing.T) {
 	cfg := brokerOnlyConfig(t, "")
 	cfg.Broker.Mode = broker.ModeExternal
 	cfg.Broker.External = &broker.External{URL: "tcp://127.0.0.1:1", ClientID: "x", ShareGroup: "firehose", ConfirmTimeout: time.Second}
-	s, err := NewBrokerOnly(cfg, zerolog.Nop())
+	s, err := New(cfg, zerolog.Nop())
 	if err == nil {
 		_ = s.Close(context.Background())
 		t.Fatal("cmd/broker accepted broker.mode external")
@@ -155,7 +154,7 @@ func TestBrokerOnlyWarnsAboutBridgeOnlySettings(t *testing.T) {
 		{"routes: []\nchef: {enabled: false}\ndata_dir: " + t.TempDir() + "\n", `"ignored":["routes","data_dir","chef"]`},
 	} {
 		var logs bytes.Buffer
-		s, err := NewBrokerOnly(brokerOnlyConfig(t, tt.extra), zerolog.New(&logs).Level(zerolog.WarnLevel))
+		s, err := New(brokerOnlyConfig(t, tt.extra), zerolog.New(&logs).Level(zerolog.WarnLevel))
 		if err != nil {
 			t.Fatal(err)
 		}

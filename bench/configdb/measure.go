@@ -16,10 +16,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	api "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/adapters/intake"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/configdb"
+	api "github.com/opsfirehose/firehose/configdb/api"
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/pgtemp"
 	"github.com/opsfirehose/firehose/topics"

@@ -5,8 +5,8 @@
 package main
 
 import (
-	"github.com/opsfirehose/firehose/cli/brokercli"
+	"github.com/opsfirehose/firehose/app/brokeronly"
 	"github.com/opsfirehose/firehose/cli/clicore"
 )
 
-func main() { clicore.Exit(brokercli.Broker) }
+func main() { clicore.Exit(brokeronly.Broker) }

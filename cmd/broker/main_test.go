@@ -17,7 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/opsfirehose/firehose/cli/brokercli"
+	"github.com/opsfirehose/firehose/app/brokeronly"
 	"github.com/opsfirehose/firehose/cli/clicore"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
@@ -38,7 +38,7 @@ func runBroker(t *testing.T, config string) (code int, stderr string) {
 		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs, Context: ctx,
 		LookupEnv: func(string) (string, bool) { return "", false },
 	}
-	code = brokercli.Broker(env, []string{"run", "--config", path})
+	code = brokeronly.Broker(env, []string{"run", "--config", path})
 	return code, errs.String()
 }
 

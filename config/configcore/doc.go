@@ -1,6 +1,6 @@
 // Package configcore is what every binary's config file shares: the
 // FIREHOSE_* and flag overrides, the users file, the keys a file gave, the
 // runtime section and the loading. It imports no adapter, so that cmd/broker,
-// whose file (package brokerconfig) has only the broker's sections, links
+// whose file (package app/brokeronly) has only the broker's sections, links
 // none; package config composes the bridge's whole file over it.
 package configcore

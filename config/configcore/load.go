@@ -100,7 +100,7 @@ func Load[C any](path string, cfg *C, opts Options, parse func([]byte, *C, Optio
 // the defaults, with the overrides applied, then loads the users_file of b,
 // the broker section inside cfg, a relative path being taken from opts.Dir.
 // It reports every problem at once, and returns the keys the file wrote (see
-// GivenKeys).
+// givenKeys).
 func Parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]bool, error) {
 	var sources map[string]string
 	if len(opts.Overrides) > 0 {
@@ -119,12 +119,12 @@ func Parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]boo
 func parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]bool, error) {
 	sopts := strictyaml.Options{LookupEnv: opts.LookupEnv, ReadFile: opts.ReadFile}
 	err := strictyaml.Decode(data, cfg, sopts)
-	given := GivenKeys(data)
+	given := givenKeys(data)
 	if b.UsersFile != "" {
 		if !filepath.IsAbs(b.UsersFile) && opts.Dir != "" {
 			b.UsersFile = filepath.Join(opts.Dir, b.UsersFile)
 		}
-		users, uerr := LoadUsersFile(b.UsersFile, sopts)
+		users, uerr := loadUsersFile(b.UsersFile, sopts)
 		if uerr == nil {
 			uerr = checkNoOverlap(b.Users, users)
 			b.Users = append(b.Users, users...)
@@ -150,13 +150,13 @@ func withoutOutsideProblems(err error) error {
 	return errors.Join(kept...)
 }
 
-// UsersFile is the shape of broker.users_file: the same user entries as broker.users.
-type UsersFile struct {
+// usersFile is the shape of broker.users_file: the same user entries as broker.users.
+type usersFile struct {
 	Users []broker.User `yaml:"users"`
 }
 
-// LoadUsersFile reads a users file. Errors name keys inside that file.
-func LoadUsersFile(path string, opts strictyaml.Options) ([]broker.User, error) {
+// loadUsersFile reads a users file. Errors name keys inside that file.
+func loadUsersFile(path string, opts strictyaml.Options) ([]broker.User, error) {
 	readFile := opts.ReadFile
 	if readFile == nil {
 		readFile = os.ReadFile
@@ -165,7 +165,7 @@ func LoadUsersFile(path string, opts strictyaml.Options) ([]broker.User, error) 
 	if err != nil {
 		return nil, err
 	}
-	var f UsersFile
+	var f usersFile
 	if err := strictyaml.Decode(data, &f, opts); err != nil {
 		return nil, fmt.Errorf("in %s: %w", path, err)
 	}
@@ -197,10 +197,10 @@ func reroot(key string, err error) error {
 	return &strictyaml.KeyError{Key: key, Err: err}
 }
 
-// GivenKeys lists the keys a config file writes: each top-level key and each
+// givenKeys lists the keys a config file writes: each top-level key and each
 // key one level below it ("http" and "http.address"). It only looks at keys,
 // so a file that does not parse gives nothing; strictyaml reports why.
-func GivenKeys(data []byte) map[string]bool {
+func givenKeys(data []byte) map[string]bool {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
 		return nil

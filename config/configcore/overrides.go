@@ -45,8 +45,8 @@ const (
 	WSAddress = "<websocket listener>.address"
 )
 
-// EnvPrefix starts every environment variable that overrides a key.
-const EnvPrefix = "FIREHOSE_"
+// envPrefix starts every environment variable that overrides a key.
+const envPrefix = "FIREHOSE_"
 
 // EnvKeys maps each environment variable that overrides a key to its key:
 // FIREHOSE_ and the key in upper case with "." as "_", such as
@@ -59,8 +59,8 @@ const EnvPrefix = "FIREHOSE_"
 // root is the config file's Go type: each binary has its own.
 func EnvKeys(root reflect.Type) map[string]string {
 	out := map[string]string{
-		EnvPrefix + "MQTT_ADDRESS": MQTTAddress,
-		EnvPrefix + "WS_ADDRESS":   WSAddress,
+		envPrefix + "MQTT_ADDRESS": MQTTAddress,
+		envPrefix + "WS_ADDRESS":   WSAddress,
 	}
 	for _, key := range ScalarKeys(root, "") {
 		out[EnvName(key)] = key
@@ -70,7 +70,7 @@ func EnvKeys(root reflect.Type) map[string]string {
 
 // EnvName is the environment variable that overrides key.
 func EnvName(key string) string {
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
 // EnvOverrides returns the overrides that lookupEnv's FIREHOSE_* variables

@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 
-	api "github.com/opsfirehose/firehose/adapters/configdb"
 	"github.com/opsfirehose/firehose/adapters/intake"
+	api "github.com/opsfirehose/firehose/configdb/api"
 	"github.com/opsfirehose/firehose/internal/dbtest"
 	"github.com/opsfirehose/firehose/internal/testbus"
 )

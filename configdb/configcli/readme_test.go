@@ -11,7 +11,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/dbtest"
 )
 
-// readmeSteps reads the use-case block of adapters/configdb/README.md: each
+// readmeSteps reads the use-case block of configdb/api/README.md: each
 // command with the "#>" lines that follow it.
 type readmeStep struct {
 	line string
@@ -20,7 +20,7 @@ type readmeStep struct {
 
 func readmeSteps(t *testing.T) []readmeStep {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "adapters", "configdb", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "api", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

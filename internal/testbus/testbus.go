@@ -5,6 +5,8 @@ package testbus
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -19,6 +21,8 @@ type Bus struct {
 	*broker.Broker
 	// URL is the MQTT/TCP address for clients: tcp://127.0.0.1:port.
 	URL string
+	// barriers numbers the barriers, so that each is told from any other.
+	barriers atomic.Uint64
 }
 
 // Start runs a broker with default settings on 127.0.0.1:0 and closes it when
@@ -54,11 +58,12 @@ func (b *Bus) Subscribe(t testing.TB, filter string) <-chan testkit.Received {
 // that also matches topic.
 func (b *Bus) Barrier(t testing.TB, ch <-chan testkit.Received, topic string) {
 	t.Helper()
-	if err := b.Publish(context.Background(), busMessage(topic)); err != nil {
+	marker := b.barrier()
+	if err := b.Publish(context.Background(), busMessage(topic, marker)); err != nil {
 		t.Fatal(err)
 	}
 	got := testkit.Next(t, ch)
-	if got.Topic != topic || got.Payload != barrierPayload {
+	if got.Topic != topic || got.Payload != marker {
 		t.Fatalf("expected nothing before the barrier, got %s: %.200s", got.Topic, got.Payload)
 	}
 }
@@ -67,21 +72,25 @@ func (b *Bus) Barrier(t testing.TB, ch <-chan testkit.Received, topic string) {
 // returns them in order.
 func (b *Bus) Collect(t testing.TB, ch <-chan testkit.Received, topic string) []testkit.Received {
 	t.Helper()
-	if err := b.Publish(context.Background(), busMessage(topic)); err != nil {
+	marker := b.barrier()
+	if err := b.Publish(context.Background(), busMessage(topic, marker)); err != nil {
 		t.Fatal(err)
 	}
 	var got []testkit.Received
 	for {
 		m := testkit.Next(t, ch)
-		if m.Topic == topic && m.Payload == barrierPayload {
+		if m.Topic == topic && m.Payload == marker {
 			return got
 		}
 		got = append(got, m)
 	}
 }
 
-const barrierPayload = "firehose-test-barrier"
+// barrier is a marker no other barrier of b has.
+func (b *Bus) barrier() string {
+	return fmt.Sprintf("firehose-test-barrier-%d", b.barriers.Add(1))
+}
 
-func busMessage(topic string) bus.Message {
-	return bus.Message{Topic: topic, Payload: []byte(barrierPayload), QoS: 1}
+func busMessage(topic, marker string) bus.Message {
+	return bus.Message{Topic: topic, Payload: []byte(marker), QoS: 1}
 }

@@ -10,4 +10,9 @@
 // It computes compliance verdicts and counts exactly as Chef Automate does
 // (ComplianceSummary). It never modifies a body, publishes nothing, and
 // knows nothing of topics.
+//
+// It also declares the payloads the bridge derives from Chef's messages
+// (published.go: a node's retained Summary, TeamFailure, RolloutEvent,
+// CookbookTally), which the Chef adapter builds and consumers such as the
+// dashboard decode: each has this one declaration.
 package chef

@@ -151,6 +151,8 @@ const (
 )
 
 // Reasons lists every Reason constant, for metrics that want to show a zero
-// for each.
-var Reasons = []string{ReasonNodeName, ReasonRequired, ReasonType, ReasonEnum, ReasonPattern, ReasonSchema,
-	ReasonOrganization, ReasonNodeUUID, ReasonEndTime, ReasonProfiles}
+// for each; the slice is the caller's.
+func Reasons() []string {
+	return []string{ReasonNodeName, ReasonRequired, ReasonType, ReasonEnum, ReasonPattern, ReasonSchema,
+		ReasonOrganization, ReasonNodeUUID, ReasonEndTime, ReasonProfiles}
+}

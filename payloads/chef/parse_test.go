@@ -709,7 +709,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("off warned: %v", m.Warnings())
 			}
 			for _, w := range m.Warnings() {
-				if !slices.Contains(Reasons, w.Reason) || w.Msg == "" {
+				if !slices.Contains(Reasons(), w.Reason) || w.Msg == "" {
 					t.Fatalf("%s: warning %+v", mode, w)
 				}
 			}
