@@ -24,6 +24,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/dashboard"
+	"github.com/opsfirehose/firehose/history"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
@@ -48,6 +49,7 @@ type Bridge struct {
 	publisher  bus.Publisher
 
 	dashboard *dashboard.Dashboard // nil when dashboard.enabled is false
+	history   *history.History     // nil when history.enabled is false, or in external mode
 
 	configdb *configdbapi.Handler // its relay publishes the outbox from Start to Close
 	chef     *chef.Handler        // it reloads policy locks and publishes tallies from Start to Close
@@ -69,6 +71,7 @@ var (
 	_ lifecycle.Component = (*dashboard.Dashboard)(nil)
 	_ lifecycle.Component = (*chef.Handler)(nil)
 	_ lifecycle.Component = (*configdbapi.Handler)(nil)
+	_ lifecycle.Component = (*history.History)(nil)
 	_ lifecycle.Component = (*Bridge)(nil)
 )
 
@@ -141,6 +144,9 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		return nil, err
 	}
 	b.routes()
+	if err = b.openHistory(ctx); err != nil {
+		return nil, err
+	}
 	if cfg.Dashboard.Enabled {
 		if b.dashboard, err = b.newDashboard(); err != nil {
 			return nil, err
@@ -190,6 +196,10 @@ func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 		routes[st.Route] = st
 	}
 	body := map[string]any{"status": "ok", "checks": checks, "routes": routes}
+	if b.history != nil {
+		// Not a check: a degraded history leaves live traffic as it is.
+		body["history"] = b.history.Status()
+	}
 	status := http.StatusOK
 	if !ready {
 		body["status"], status = "unavailable", http.StatusServiceUnavailable
@@ -236,7 +246,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 // adapters with background work next, which publish their last messages
 // through the router; then the router stops (its outboxes stay on disk) and
 // the sinks flush; the broker closes last, so everything accepted reaches
-// subscribers.
+// subscribers, and then the history writes what it still holds.
 func (b *Bridge) closeOrder() lifecycle.Parts {
 	var ps lifecycle.Parts
 	ps.Add(b.dashboard != nil, "dashboard", b.dashboard)
@@ -250,6 +260,7 @@ func (b *Bridge) closeOrder() lifecycle.Parts {
 	}
 	ps.Add(b.external != nil, "external broker", connected{b.external})
 	ps.Add(b.broker != nil, "broker", b.broker)
+	ps.Add(b.history != nil, "history", b.history) // after the broker, which records into it
 	return ps
 }
 

@@ -1,0 +1,185 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/sinks"
+)
+
+// storeTimeout bounds one request to the store: making the stream, reading
+// its state, a batch's acks.
+const storeTimeout = 5 * time.Second
+
+// store is the history's JetStream stream, on the embedded nats-server or on
+// a sink's servers, and the connection to it.
+type store struct {
+	cfg    Config
+	server *server.Server // the embedded server; nil on a sink
+	nc     *nats.Conn
+	js     jetstream.JetStream
+}
+
+// openEmbedded starts nats-server in the process, with JetStream storing in
+// dir and no listening socket (the bridge connects in process), and makes
+// the stream.
+func openEmbedded(ctx context.Context, cfg Config, dir string) (*store, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("history: store directory: %w (data_dir must be writable)", err)
+	}
+	opts := &server.Options{
+		ServerName: "firehose-history",
+		DontListen: true,
+		JetStream:  true,
+		StoreDir:   dir,
+		// The account's limit leaves the stream's max_bytes room: the
+		// stream, not the account, drops the oldest messages.
+		JetStreamMaxStore:  int64(cfg.MaxBytes) + int64(cfg.MaxBytes)/4 + 64<<20,
+		JetStreamMaxMemory: 64 << 20,
+		NoSigs:             true,
+		NoLog:              true,
+		MaxPayload:         64 << 20,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("history: embedded nats-server: %w", err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("history: embedded nats-server did not start within 30s (is %s on a slow or full disk?)", dir)
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("firehose-history"), nats.MaxReconnects(-1))
+	if err != nil {
+		ns.Shutdown()
+		return nil, fmt.Errorf("history: connect to the embedded nats-server: %w", err)
+	}
+	s := &store{cfg: cfg, server: ns, nc: nc}
+	if err := s.init(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSink connects to the servers of the JetStream sink sc, in the
+// background as the sinks do: the bridge starts when they are down, and the
+// stream is made once they are up (ensure).
+func openSink(cfg Config, sc sinks.Config, log zerolog.Logger) (*store, error) {
+	opts, err := sinks.NATSCredentials(sc)
+	if err != nil {
+		return nil, fmt.Errorf("history.sink %s: %w", cfg.Sink, err)
+	}
+	s := &store{cfg: cfg}
+	// The stream is made (or its limits set) on each connection: a
+	// cluster that lost it, or a new one, has it again.
+	made := make(chan struct{}) // s.js is set
+	connected := func(*nats.Conn) {
+		go func() {
+			<-made
+			if err := s.ensure(context.Background()); err != nil {
+				log.Error().Err(err).Str("sink", cfg.Sink).Msg("history: cannot make the stream on the sink's servers; messages are left out of the history until it is made")
+				return
+			}
+			log.Info().Str("sink", cfg.Sink).Str("stream", cfg.Stream).Msg("history stream ready on the sink's servers")
+		}()
+	}
+	opts = append(opts,
+		nats.ConnectHandler(connected),
+		nats.ReconnectHandler(connected),
+		nats.Name("firehose-history"),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.IgnoreAuthErrorAbort(),
+		// No reconnect buffer: while the cluster is away, a write fails at
+		// once and is counted, instead of piling up in memory.
+		nats.ReconnectBufSize(-1),
+	)
+	nc, err := nats.Connect(strings.Join(sc.URLs, ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("history.sink %s: %w", cfg.Sink, err)
+	}
+	s.nc = nc
+	if s.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096)); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("history.sink %s: jetstream: %w", cfg.Sink, err)
+	}
+	close(made)
+	return s, nil
+}
+
+// init makes the JetStream context and the stream.
+func (s *store) init(ctx context.Context) (err error) {
+	if s.js == nil {
+		if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(4096)); err != nil {
+			return fmt.Errorf("history: jetstream: %w", err)
+		}
+	}
+	return s.ensure(ctx)
+}
+
+// ensure makes the stream, or updates its limits to the config's.
+func (s *store) ensure(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        s.cfg.Stream,
+		Description: "firehose: the bus's history (history.* in the bridge's config)",
+		Subjects:    []string{s.cfg.SubjectPrefix + ".>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+		MaxBytes:    int64(s.cfg.MaxBytes),
+		MaxAge:      s.cfg.MaxAge,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  2 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("history: stream %s: %w", s.cfg.Stream, err)
+	}
+	return nil
+}
+
+// state reads the stream's state.
+func (s *store) state(ctx context.Context) (jetstream.StreamState, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	st, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return jetstream.StreamState{}, err
+	}
+	return st.CachedInfo().State, nil
+}
+
+// up reports whether the connection to the store is up.
+func (s *store) up() bool { return s.nc.IsConnected() }
+
+// close disconnects and stops the embedded server.
+func (s *store) close() {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.server != nil {
+		s.server.Shutdown()
+		s.server.WaitForShutdown()
+	}
+}
+
+// errStreamMissing tells ensure is needed: a sink's server came back without
+// the stream, or never had it.
+func isStreamMissing(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrNoResponders)
+}
+
+// storeDir is where the embedded server keeps the history under dataDir.
+func storeDir(dataDir string) string { return filepath.Join(dataDir, "history") }
