@@ -15,10 +15,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
 
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/internal/testkit"
+	"github.com/opsfirehose/firehose/internal/testnats"
+	"github.com/opsfirehose/firehose/sinks"
 )
 
 // historyLine is one line of GET /api/v1/history.
@@ -218,5 +225,155 @@ func TestHistoryReplayThenLiveHasNoGapAndNoDuplicate(t *testing.T) {
 	}
 	if replayed < 300 || live < 300 {
 		t.Fatalf("%d replayed, %d live: the switch was not exercised", replayed, live)
+	}
+}
+
+// sinkHistoryConfig keeps the history on the JetStream server at url,
+// through a jetstream sink no route uses.
+func sinkHistoryConfig(t *testing.T, dir, url string) config.Config {
+	t.Helper()
+	cfg := historyConfig(t, dir)
+	var sc sinks.Config
+	sc.SetDefaults()
+	sc.Type, sc.URLs = sinks.TypeJetStream, []string{url}
+	sc.Stream = &sinks.StreamConfig{}
+	sc.Stream.SetDefaults()
+	sc.Stream.Name, sc.Stream.Create, sc.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
+	cfg.Sinks = map[string]sinks.Config{"cluster": sc}
+	cfg.History.Sink = "cluster"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// historyStreamMsgs counts the messages of the history's stream on the
+// NATS server at url; -1 while there is no stream.
+func historyStreamMsgs(t *testing.T, url string) int64 {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(t.Context(), "FIREHOSE_HISTORY")
+	if err != nil {
+		return -1
+	}
+	return int64(st.CachedInfo().State.Msgs)
+}
+
+func readyzHistory(t *testing.T, base string) string {
+	t.Helper()
+	code, body := testkit.Get(t, base+"/readyz")
+	var r struct {
+		History string `json:"history"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || code != http.StatusOK {
+		t.Fatalf("/readyz: %d %s", code, body)
+	}
+	return r.History
+}
+
+// TestHistoryOnASinksCluster keeps the history on an external nats-server
+// (history.sink): the messages are in its stream, and outlive a restart
+// of the bridge.
+func TestHistoryOnASinksCluster(t *testing.T) {
+	ns := testnats.Start(t)
+	dir := t.TempDir()
+	first := startBridge(t, sinkHistoryConfig(t, dir, ns.URL()))
+	testkit.Eventually(t, func() bool { return historyStreamMsgs(t, ns.URL()) == 0 }, "the history's stream on the sink's server")
+	want := postFleetEvents(t, first)
+	testkit.Eventually(t, func() bool { return historyStreamMsgs(t, ns.URL()) == int64(len(want)) }, "%d messages in the sink's history stream", len(want))
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "history")); !os.IsNotExist(err) {
+		t.Fatalf("with history.sink, the embedded store was made too: %v", err)
+	}
+
+	second := startBridge(t, sinkHistoryConfig(t, dir, ns.URL()))
+	base := "http://" + second.HTTPAddr()
+	testkit.Eventually(t, func() bool { return readyzHistory(t, base) == "ok" }, "the history connected")
+	got := getHistory(t, base, "since=1h")
+	if strings.Join(topicsOf(got), "\n") != strings.Join(want, "\n") {
+		t.Fatalf("history from the sink:\n%s\nwant:\n%s", strings.Join(topicsOf(got), "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestHistoryDownNeverFailsAPublish keeps the history on a nats-server that
+// is down: publishes succeed and reach subscribers, /readyz stays ready and
+// says the history is degraded, and the losses are counted; once the
+// server is back, the history records again.
+func TestHistoryDownNeverFailsAPublish(t *testing.T) {
+	ns := testnats.Start(t)
+	ns.Stop()
+	b := startBridge(t, sinkHistoryConfig(t, t.TempDir(), ns.URL()))
+	base := "http://" + b.HTTPAddr()
+	sub := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{})
+	live := sub.Subscribe("#", 1)
+
+	want := postFleetEvents(t, b)
+	for _, topic := range want {
+		if m := testkit.Next(t, live); m.Topic != topic {
+			t.Fatalf("live subscriber got %s, want %s", m.Topic, topic)
+		}
+	}
+	if h := readyzHistory(t, base); !strings.HasPrefix(h, "degraded: ") {
+		t.Fatalf("/readyz history with its store down: %q", h)
+	}
+	testkit.EventuallyContains(t, base+"/metrics", fmt.Sprintf(`firehose_history_lost_total{reason="store_error"} %d`, len(want)))
+	if code, body := testkit.Get(t, base+"/api/v1/history"); code != http.StatusServiceUnavailable {
+		t.Fatalf("history API with its store down: %d %s", code, body)
+	}
+
+	ns.Restart()
+	testkit.Eventually(t, func() bool { return historyStreamMsgs(t, ns.URL()) == 0 }, "the history's stream made again")
+	again := postFleetEvents(t, b)
+	testkit.Eventually(t, func() bool { return historyStreamMsgs(t, ns.URL()) == int64(len(again)) }, "the history records again")
+	testkit.Eventually(t, func() bool { return readyzHistory(t, base) == "ok" }, "the history recovered")
+}
+
+// TestHistoryFollowsTheReadPolicy reads the history as MQTT subscribers
+// read the bus: no anonymous reader when anonymous clients may not connect,
+// HTTP Basic credentials of a broker user, and only what the user may read.
+func TestHistoryFollowsTheReadPolicy(t *testing.T) {
+	cfg := historyConfig(t, t.TempDir())
+	cfg.Broker.AllowAnonymous = false
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	cfg.Broker.Users = []broker.User{{Username: "ops", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
+	b := startBridge(t, cfg)
+	base := "http://" + b.HTTPAddr()
+	postFleetEvents(t, b)
+
+	get := func(user, password, query string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/history?"+query, nil)
+		if user != "" {
+			req.SetBasicAuth(user, password)
+		}
+		resp, body := testkit.Do(t, http.DefaultClient, req)
+		return resp.StatusCode, string(body)
+	}
+	for _, c := range []struct {
+		user, password, query string
+		code                  int
+		has                   string
+	}{
+		{"", "", "filter=chef/%23", http.StatusUnauthorized, "anonymous clients are not allowed"},
+		{"ops", "wrong", "filter=chef/%23", http.StatusUnauthorized, "wrong password"},
+		{"ops", "pw", "filter=ansible/%23", http.StatusForbidden, `"field":"filter"`},
+		{"ops", "pw", "filter=chef/%23", http.StatusOK, `"topic":"chef/`},
+	} {
+		code, body := get(c.user, c.password, c.query)
+		if code != c.code || !strings.Contains(body, c.has) {
+			t.Errorf("%s:%s %s: %d %s, want %d with %s", c.user, c.password, c.query, code, body, c.code, c.has)
+		}
+	}
+	// "#" overlaps what the user may read: allowed, and each message is
+	// checked, as mochi checks each delivery.
+	code, body := get("ops", "pw", "filter=%23")
+	if code != http.StatusOK || strings.Contains(body, `"topic":"ansible/`) || !strings.Contains(body, `"topic":"chef/`) {
+		t.Fatalf("# as ops: %d %s", code, body)
 	}
 }

@@ -144,8 +144,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	if s := c.History.Sink; c.History.Enabled && s != "" {
-		if sc, ok := c.Sinks[s]; !ok || sc.Type != sinks.TypeJetStream {
-			p.Add("history.sink", "%q: name a jetstream entry of sinks, whose servers then keep the history", s)
+		if sc, ok := c.Sinks[s]; !ok || sc.Type != sinks.TypeJetStream && sc.Type != sinks.TypeNATS {
+			p.Add("history.sink", "%q: name a jetstream (or nats) entry of sinks, whose JetStream servers then keep the history", s)
 		}
 	}
 	p.Wrap("", router.ValidateAll(c.Routes, names))

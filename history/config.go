@@ -20,9 +20,10 @@ type Config struct {
 	// Filters are the MQTT topic filters whose messages are kept; default
 	// every message ("#", which as on the bus leaves out $ topics).
 	Filters []string `yaml:"filters"`
-	// Sink names a jetstream entry of `sinks:` (a NATS cluster) that holds
-	// the history instead of the embedded server; its connection settings
-	// are used, and the history's own stream is made there.
+	// Sink names a jetstream (or nats) entry of `sinks:`, whose JetStream
+	// servers (a NATS cluster) hold the history instead of the embedded
+	// server: its connection settings are used, and the history's own
+	// stream (Stream, not the sink's) is made there.
 	Sink string `yaml:"sink"`
 	// Stream is the JetStream stream's name.
 	Stream string `yaml:"stream"`
@@ -53,7 +54,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem at once. Whether Sink names a jetstream
+// Validate reports every problem at once. Whether Sink names a NATS
 // sink is checked with the sinks, by config.
 func (c *Config) Validate() error {
 	var p strictyaml.Problems

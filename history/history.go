@@ -109,8 +109,8 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 	)
 	if cfg.Sink != "" {
 		sc, ok := opts.Sinks[cfg.Sink]
-		if !ok || sc.Type != sinks.TypeJetStream {
-			return nil, fmt.Errorf("history.sink: %q is not a jetstream entry of sinks", cfg.Sink)
+		if !ok || sc.Type != sinks.TypeJetStream && sc.Type != sinks.TypeNATS {
+			return nil, fmt.Errorf("history.sink: %q is not a jetstream (or nats) entry of sinks", cfg.Sink)
 		}
 		st, err = openSink(cfg, sc, opts.Logger.With().Str("component", "history").Logger())
 	} else {
@@ -140,7 +140,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 		}
 	}
 	if st, err := h.st.state(ctx); err == nil && cfg.Sink == "" {
-		h.metrics.firstSeq = st.FirstSeq // what max_age and max_bytes drop is counted from here
+		h.metrics.firstSeq = nextKept(st) // what max_age and max_bytes drop is counted from here
 	}
 	go h.write()
 	return h, nil
@@ -239,7 +239,12 @@ func (h *History) send(batch []entry, futures []jetstream.PubAckFuture) []jetstr
 		failed  int
 	)
 	for i := range batch {
-		f, err := h.st.js.PublishMsgAsync(h.natsMsg(&batch[i]), jetstream.WithMsgID(batch[i].id))
+		m, err := h.natsMsg(&batch[i])
+		if err != nil {
+			failed, lastErr = failed+1, err
+			continue
+		}
+		f, err := h.st.js.PublishMsgAsync(m, jetstream.WithMsgID(batch[i].id))
 		if err != nil {
 			failed, lastErr = failed+1, err
 			continue
@@ -282,10 +287,12 @@ func (h *History) send(batch []entry, futures []jetstream.PubAckFuture) []jetstr
 	return futures
 }
 
-func (h *History) natsMsg(e *entry) *nats.Msg {
+// natsMsg is e as the store keeps it; a topic with no subject (a $ topic
+// a history filter names) is an error.
+func (h *History) natsMsg(e *entry) (*nats.Msg, error) {
 	subject, err := topics.ToSubject(h.cfg.SubjectPrefix, e.topic)
 	if err != nil {
-		subject = h.cfg.SubjectPrefix + "._invalid" // never: the broker checked the topic
+		return nil, fmt.Errorf("topic %q: %w", e.topic, err)
 	}
 	m := nats.NewMsg(subject)
 	m.Data = e.payload
@@ -297,7 +304,7 @@ func (h *History) natsMsg(e *entry) *nats.Msg {
 	if e.source != "" {
 		m.Header.Set(bus.HeaderSource, e.source)
 	}
-	return m
+	return m, nil
 }
 
 // lost counts n messages left out of the history and marks it degraded,

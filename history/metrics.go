@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/opsfirehose/firehose/internal/metric"
@@ -74,17 +75,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err == nil {
-		if m.firstSeq != 0 && st.FirstSeq > m.firstSeq {
-			dropped := float64(st.FirstSeq - m.firstSeq)
+		first := nextKept(st)
+		if m.firstSeq != 0 && first > m.firstSeq {
+			dropped := float64(first - m.firstSeq)
 			if st.Bytes+st.Bytes/max(st.Msgs, 1) >= uint64(m.h.cfg.MaxBytes) {
 				m.bySize += dropped
 			} else {
 				m.byAge += dropped
 			}
 		}
-		if st.FirstSeq > 0 {
-			m.firstSeq = st.FirstSeq
-		}
+		m.firstSeq = first
 		ch <- prometheus.MustNewConstMetric(m.messages, prometheus.GaugeValue, float64(st.Msgs))
 		ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(st.Bytes))
 		age := 0.0
@@ -95,4 +95,13 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.removed, prometheus.CounterValue, m.byAge, "age")
 	ch <- prometheus.MustNewConstMetric(m.removed, prometheus.CounterValue, m.bySize, "size")
+}
+
+// nextKept is the sequence of the oldest message kept, or of the next one
+// when the stream is empty: what was dropped is below it.
+func nextKept(st jetstream.StreamState) uint64 {
+	if st.Msgs == 0 {
+		return st.LastSeq + 1
+	}
+	return st.FirstSeq
 }

@@ -141,7 +141,7 @@ func (s *store) ensure(ctx context.Context) error {
 		MaxBytes:    int64(s.cfg.MaxBytes),
 		MaxAge:      s.cfg.MaxAge,
 		Discard:     jetstream.DiscardOld,
-		Duplicates:  2 * time.Minute,
+		Duplicates:  min(2*time.Minute, s.cfg.MaxAge), // JetStream's rule: no longer than max_age
 	})
 	if err != nil {
 		return fmt.Errorf("history: stream %s: %w", s.cfg.Stream, err)
