@@ -26,6 +26,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/subscribe"
 )
 
 // historyLine is one line of GET /api/v1/history.
@@ -152,6 +153,39 @@ func TestHistoryOutlivesARestart(t *testing.T) {
 		}
 		ids[l.ID] = true
 	}
+	// bridge sub --since prints the same, in the same order, then goes on
+	// live: the message published after it started comes last.
+	var out, errOut testkit.SyncBuffer
+	done := make(chan int, 1)
+	args := []string{"--since", "1h", "--http-url", base, "--format", "json", "--count", strconv.Itoa(len(want) + 1), "--color", "never"}
+	go func() { done <- subscribe.Run(t.Context(), args, &out, &errOut, nil) }()
+	testkit.Eventually(t, func() bool { return strings.Count(out.String(), "\n") == len(want) }, "bridge sub --since to print the history")
+	if err := second.Publisher().Publish(t.Context(), bus.NewMessage("test", "after", "test/after", []byte(`"live"`), time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != subscribe.ExitOK {
+		t.Fatalf("bridge sub --since: exit %d: %s", code, errOut.String())
+	}
+	var subTopics []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct{ Topic string }
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("bridge sub line %q: %v", line, err)
+		}
+		subTopics = append(subTopics, m.Topic)
+	}
+	if strings.Join(subTopics, "\n") != strings.Join(append(want, "test/after"), "\n") {
+		t.Fatalf("bridge sub --since printed:\n%s", out.String())
+	}
+	// --until ends with the history.
+	var window testkit.SyncBuffer
+	if code := subscribe.Run(t.Context(), []string{"--since", "1h", "--until", "0s", "--http-url", base, "chef/#"}, &window, &errOut, nil); code != subscribe.ExitOK {
+		t.Fatalf("bridge sub --since --until: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(window.String(), "/run/failure") || strings.Contains(window.String(), "ansible/") {
+		t.Fatalf("bridge sub --since --until chef/#:\n%s", window.String())
+	}
+
 	// A filter with MQTT's wildcards means what it means on the bus.
 	failed := getHistory(t, base, "filter=chef/%2B/%2B/run/failure&filter=ansible/playbook/%2B/action/finish/%23")
 	if len(failed) != 2 || !strings.HasPrefix(failed[0].Topic, "chef/") || !strings.HasSuffix(failed[1].Topic, "/FAILED") {
@@ -369,6 +403,12 @@ func TestHistoryFollowsTheReadPolicy(t *testing.T) {
 		if code != c.code || !strings.Contains(body, c.has) {
 			t.Errorf("%s:%s %s: %d %s, want %d with %s", c.user, c.password, c.query, code, body, c.code, c.has)
 		}
+	}
+	// bridge sub --since logs in the same way, and says what was refused.
+	var out, errOut testkit.SyncBuffer
+	code := subscribe.Run(t.Context(), []string{"--since", "1h", "--http-url", base, "--username", "ops", "--password", "pw", "ansible/#"}, &out, &errOut, nil)
+	if code != subscribe.ExitError || !strings.Contains(errOut.String(), `403 Forbidden: filter "ansible/#": these credentials may not read it`) {
+		t.Fatalf("bridge sub --since outside the ACL: exit %d, stderr %q", code, errOut.String())
 	}
 	// "#" overlaps what the user may read: allowed, and each message is
 	// checked, as mochi checks each delivery.
