@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -85,4 +86,19 @@ func (a brokerAccess) Reader(_ context.Context, r *http.Request) (func(string) b
 		return nil, fmt.Errorf("%w: %w (give a broker user's name and password with HTTP Basic authentication)", history.ErrUnauthorized, err)
 	}
 	return mayRead, err
+}
+
+// dashboardHistory is the history as the dashboard follows it: best
+// effort, as a live view would rather lose the past than the present.
+type dashboardHistory struct{ h *history.History }
+
+func (d dashboardHistory) Follow(ctx context.Context, filters []string, since time.Time, last int, fn func(bus.Message, time.Time, bool), replayed func(error)) error {
+	_, err := d.h.Follow(ctx, history.Query{Filters: filters, Since: since, Last: last, BestEffort: true}, func(r history.Record) error {
+		fn(bus.Message{Topic: r.Topic, Payload: r.Payload}, r.Time, !r.Live)
+		return nil
+	}, func(res history.Result) error {
+		replayed(res.ReplayErr)
+		return nil
+	})
+	return err
 }

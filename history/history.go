@@ -54,6 +54,8 @@ type History struct {
 	accepted  uint64 // entries put in queue
 	nextID    uint64
 	followers map[*follower]struct{}
+	// nFollowers is len(followers), read without the lock.
+	nFollowers atomic.Int32
 
 	written  atomic.Uint64 // entries taken from queue and finished (stored or lost)
 	progress atomic.Pointer[chan struct{}]
@@ -167,8 +169,9 @@ func (h *History) Record(m *bus.Message) {
 // RecordFields is Record for a message given by its parts, as a broker hook
 // has them: id, source and receivedAt (RFC 3339) may be empty.
 func (h *History) RecordFields(topic string, payload []byte, id, source, receivedAt string) {
-	if !h.Keeps(topic) {
-		return
+	keep := h.Keeps(topic)
+	if !keep && h.nFollowers.Load() == 0 {
+		return // live followers get every message, kept or not
 	}
 	e := entry{id: id, topic: topic, source: source, received: receivedAt, payload: append([]byte(nil), payload...)}
 	if receivedAt == "" {
@@ -180,11 +183,13 @@ func (h *History) RecordFields(topic string, payload []byte, id, source, receive
 		h.nextID++
 		e.id = "h-" + h.bootID + "-" + strconv.FormatUint(h.nextID, 10)
 	}
-	select {
-	case h.queue <- e:
-		h.accepted++
-	default:
-		h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", cap(h.queue)))
+	if keep {
+		select {
+		case h.queue <- e:
+			h.accepted++
+		default:
+			h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", cap(h.queue)))
+		}
 	}
 	for f := range h.followers {
 		f.offer(e)

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -22,6 +23,14 @@ type Query struct {
 	Since, Until time.Time
 	// Limit, when above zero, ends the replay after so many messages.
 	Limit int
+	// Last, when above zero, replays only the last so many messages that
+	// match (and at most 64 MiB of their payloads), for a view that shows
+	// the latest rows: the window from Since is read, and its tail kept.
+	Last int
+	// BestEffort makes Follow go on live when the store cannot be read,
+	// with Result.ReplayErr saying why the replay is missing or cut short:
+	// for live views, which would rather lose the past than the present.
+	BestEffort bool
 }
 
 // Record is one message read back.
@@ -44,6 +53,8 @@ type Result struct {
 	Replayed int
 	// Truncated is set when Limit ended the replay before the last match.
 	Truncated bool
+	// ReplayErr is why a BestEffort replay is missing or cut short.
+	ReplayErr error
 }
 
 // Bounds of the live messages waiting for one follower.
@@ -150,17 +161,23 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 	f := &follower{filters: q.Filters, ids: map[string]int{}, wake: make(chan struct{}, 1)}
 	h.mu.Lock()
 	h.followers[f] = struct{}{}
+	h.nFollowers.Add(1)
 	n := h.accepted
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
 		delete(h.followers, f)
+		h.nFollowers.Add(-1)
 		h.mu.Unlock()
 	}()
-	if err := h.caughtUp(ctx, n); err != nil {
-		return Result{}, err
+	var res Result
+	err := h.caughtUp(ctx, n)
+	if err == nil {
+		res, err = h.replay(ctx, q, f, fn)
 	}
-	res, err := h.replay(ctx, q, f, fn)
+	if q.BestEffort && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		res.ReplayErr, err = err, nil
+	}
 	if err == nil && replayed != nil {
 		err = replayed(res)
 	}
@@ -224,6 +241,10 @@ func (h *History) replay(ctx context.Context, q Query, f *follower, fn func(Reco
 	if cons.CachedInfo().NumPending == 0 {
 		return res, nil
 	}
+	var tail *ring
+	if q.Last > 0 {
+		tail = &ring{max: q.Last}
+	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(512))
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -245,20 +266,24 @@ func (h *History) replay(ctx context.Context, q Query, f *follower, fn func(Reco
 		}
 		seq := meta.Sequence.Stream
 		if seq > last || !q.Until.IsZero() && meta.Timestamp.After(q.Until) {
-			return res, nil
+			return res, tail.emit(&res, fn)
 		}
 		if r, ok := h.record(m, meta); ok && matchAny(q.Filters, r.Topic) && (f == nil || !f.live(r.ID)) {
-			if q.Limit > 0 && res.Replayed >= q.Limit {
+			switch {
+			case tail != nil:
+				tail.add(r)
+			case q.Limit > 0 && res.Replayed >= q.Limit:
 				res.Truncated = true
 				return res, nil
+			default:
+				if err := fn(r); err != nil {
+					return res, err
+				}
+				res.Replayed++
 			}
-			if err := fn(r); err != nil {
-				return res, err
-			}
-			res.Replayed++
 		}
 		if seq == last || meta.NumPending == 0 {
-			return res, nil
+			return res, tail.emit(&res, fn)
 		}
 	}
 }
@@ -344,4 +369,43 @@ func splitTokens(s string) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// maxTailBytes bounds the payloads a Query.Last replay holds.
+const maxTailBytes = 64 << 20
+
+// ring keeps the last max records added, and at most maxTailBytes of
+// their payloads.
+type ring struct {
+	max     int
+	records []Record
+	bytes   int
+}
+
+func (t *ring) add(r Record) {
+	r.Payload = append([]byte(nil), r.Payload...) // the consumer reuses nothing, but the message goes
+	t.records = append(t.records, r)
+	t.bytes += len(r.Payload)
+	drop := 0
+	for len(t.records)-drop > t.max || t.bytes > maxTailBytes && drop < len(t.records)-1 {
+		t.bytes -= len(t.records[drop].Payload)
+		drop++
+	}
+	if drop > 0 {
+		t.records = append(t.records[:0], t.records[drop:]...)
+	}
+}
+
+// emit hands fn what the ring kept; a nil ring has nothing.
+func (t *ring) emit(res *Result, fn func(Record) error) error {
+	if t == nil {
+		return nil
+	}
+	for _, r := range t.records {
+		if err := fn(r); err != nil {
+			return err
+		}
+		res.Replayed++
+	}
+	return nil
 }
