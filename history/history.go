@@ -30,6 +30,9 @@ var (
 	ErrBehind = errors.New("fell behind the live messages")
 )
 
+// headerID holds a stored message's de-duplication id.
+const headerID = "Firehose-Msg-Id"
+
 // maxBatch is how many messages the writer sends before it waits for their acks.
 const maxBatch = 256
 
@@ -249,7 +252,7 @@ func (h *History) send(batch []entry, futures []jetstream.PubAckFuture) []jetstr
 			failed, lastErr = failed+1, err
 			continue
 		}
-		f, err := h.st.js.PublishMsgAsync(m, jetstream.WithMsgID(batch[i].id))
+		f, err := h.st.js.PublishMsgAsync(m)
 		if err != nil {
 			failed, lastErr = failed+1, err
 			continue
@@ -301,6 +304,10 @@ func (h *History) natsMsg(e *entry) (*nats.Msg, error) {
 	}
 	m := nats.NewMsg(subject)
 	m.Data = e.payload
+	// The id travels in a header of its own, not Nats-Msg-Id: the writer
+	// sends each message once, and JetStream's de-duplication would keep a
+	// map of every id of its window for nothing.
+	m.Header.Set(headerID, e.id)
 	if e.received != "" {
 		m.Header.Set(bus.HeaderReceivedAt, e.received)
 	} else {

@@ -16,7 +16,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
-func open(t *testing.T, cfg Config) (*History, *prometheus.Registry) {
+func open(t testing.TB, cfg Config) (*History, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	h, err := Open(t.Context(), cfg, Options{DataDir: t.TempDir(), Registerer: reg, Logger: zerolog.Nop()})

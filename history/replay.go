@@ -295,7 +295,7 @@ func (h *History) record(m jetstream.Msg, meta *jetstream.MsgMetadata) (Record, 
 		return Record{}, false
 	}
 	hd := m.Headers()
-	r := Record{ID: hd.Get(bus.HeaderMsgID), Topic: topic, Source: hd.Get(bus.HeaderSource), Time: meta.Timestamp, Payload: m.Data()}
+	r := Record{ID: hd.Get(headerID), Topic: topic, Source: hd.Get(bus.HeaderSource), Time: meta.Timestamp, Payload: m.Data()}
 	if t, err := time.Parse(time.RFC3339Nano, hd.Get(bus.HeaderReceivedAt)); err == nil {
 		r.Time = t
 	}

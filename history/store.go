@@ -141,7 +141,9 @@ func (s *store) ensure(ctx context.Context) error {
 		MaxBytes:    int64(s.cfg.MaxBytes),
 		MaxAge:      s.cfg.MaxAge,
 		Discard:     jetstream.DiscardOld,
-		Duplicates:  min(2*time.Minute, s.cfg.MaxAge), // JetStream's rule: no longer than max_age
+		// The writer sends each message once: nothing to de-duplicate
+		// (the shortest window JetStream takes, and no longer than max_age).
+		Duplicates: min(time.Second, s.cfg.MaxAge),
 	})
 	if err != nil {
 		return fmt.Errorf("history: stream %s: %w", s.cfg.Stream, err)
