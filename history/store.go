@@ -144,6 +144,10 @@ func (s *store) ensure(ctx context.Context) error {
 		// The writer sends each message once: nothing to de-duplicate
 		// (the shortest window JetStream takes, and no longer than max_age).
 		Duplicates: min(time.Second, s.cfg.MaxAge),
+		// Writes reach the disk in batches, not one write(2) each: the
+		// history is a record, and a crash of the machine may lose its
+		// last moments.
+		PersistMode: jetstream.AsyncPersistMode,
 	})
 	if err != nil {
 		return fmt.Errorf("history: stream %s: %w", s.cfg.Stream, err)
