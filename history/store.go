@@ -1,12 +1,15 @@
 package history
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -14,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/internal/ellipsis"
 	"github.com/opsfirehose/firehose/sinks"
 )
 
@@ -28,6 +32,7 @@ type store struct {
 	server *server.Server // the embedded server; nil on a sink
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	acks   *acks
 }
 
 // openEmbedded starts nats-server in the process, with JetStream storing in
@@ -115,11 +120,18 @@ func openSink(cfg Config, sc sinks.Config, log zerolog.Logger) (*store, error) {
 		return nil, fmt.Errorf("history.sink %s: jetstream: %w", cfg.Sink, err)
 	}
 	close(made)
+	if err := s.listen(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("history.sink %s: %w", cfg.Sink, err)
+	}
 	return s, nil
 }
 
 // init makes the JetStream context and the stream.
 func (s *store) init(ctx context.Context) (err error) {
+	if err := s.listen(); err != nil {
+		return err
+	}
 	if s.js == nil {
 		if s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(4096)); err != nil {
 			return fmt.Errorf("history: jetstream: %w", err)
@@ -189,3 +201,89 @@ func isStreamMissing(err error) bool {
 
 // storeDir is where the embedded server keeps the history under dataDir.
 func storeDir(dataDir string) string { return filepath.Join(dataDir, "history") }
+
+// listen subscribes to the acks of the writer's publishes.
+func (s *store) listen() error {
+	s.acks = &acks{prefix: s.nc.NewInbox() + "."}
+	if _, err := s.nc.Subscribe(s.acks.prefix+"*", s.acks.receive); err != nil {
+		return fmt.Errorf("history: subscribe to the store's acks: %w", err)
+	}
+	return nil
+}
+
+// acks counts the store's answers to the writer's current batch, which
+// come to a reply subject of the batch's own: an answer to an earlier batch
+// (that timed out) is not counted for this one.
+type acks struct {
+	prefix string
+
+	mu      sync.Mutex
+	batch   string // the current batch's reply subject
+	want    int    // answers awaited; -1 until the batch is sent
+	ok, bad int
+	why     error // the last refusal
+	done    chan struct{}
+}
+
+// expect starts batch n: its reply subject, and a channel closed once all
+// its answers are in.
+func (a *acks) expect(n uint64) (reply string, done <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.batch = a.prefix + strconv.FormatUint(n, 36)
+	a.want, a.ok, a.bad, a.why = -1, 0, 0, nil
+	a.done = make(chan struct{})
+	return a.batch, a.done
+}
+
+// receive counts one answer: a PubAck, or an error (a JSON error, or a
+// status such as 503, no responders, when the stream is missing).
+func (a *acks) receive(m *nats.Msg) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if m.Subject != a.batch {
+		return
+	}
+	switch status := m.Header.Get("Status"); {
+	case status == "503":
+		a.bad, a.why = a.bad+1, fmt.Errorf("the stream is missing: %w", nats.ErrNoResponders)
+	case status != "":
+		a.bad, a.why = a.bad+1, fmt.Errorf("the store answered status %s %s", status, m.Header.Get("Description"))
+	case bytes.Contains(m.Data, []byte(`"error"`)):
+		a.bad, a.why = a.bad+1, fmt.Errorf("the store refused a message: %s", ellipsis.Cut(string(m.Data), 200))
+	default:
+		a.ok++
+	}
+	if a.want >= 0 && a.ok+a.bad >= a.want {
+		close(a.done)
+		a.want = -2 // closed
+	}
+}
+
+// wait waits, at most timeout, for sent answers to the current batch, and
+// returns how many were acks and how many refusals (those missing count as
+// refused), with why.
+func (a *acks) wait(sent int, done <-chan struct{}, timeout time.Duration) (stored, refused int, why error) {
+	a.mu.Lock()
+	if a.ok+a.bad >= sent {
+		a.want = -2
+		close(a.done)
+	} else {
+		a.want = sent
+	}
+	a.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.batch = "" // late answers are not this batch's
+	stored, refused, why = a.ok, sent-a.ok, a.why
+	if refused > 0 && why == nil {
+		why = fmt.Errorf("%d of %d messages had no ack within %v", refused, sent, timeout)
+	}
+	return stored, refused, why
+}

@@ -64,12 +64,13 @@ func realMain() int {
 	fs.IntVar(&p.Inflight, "inflight", p.Inflight, "each publisher's window of unacknowledged messages")
 	fs.IntVar(&p.Payload, "payload", p.Payload, "MQTT payload bytes")
 	fs.BoolVar(&p.JSON, "json", false, "print the report as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (both bridges and the load) to `file`")
 	_ = fs.Parse(os.Args[1:])
 	if p.Rounds < 1 || p.Posts < p.Senders || p.Senders < 1 || p.Msgs < 1 || p.Pubs < 1 || p.Inflight < 1 || p.Payload < mqttload.MinPayload {
 		fmt.Fprintln(os.Stderr, "bench/history: every count must be positive, posts at least senders, payload at least", mqttload.MinPayload)
 		return 2
 	}
-	prog := benchkit.Program{Name: "history", Stopped: "bridges", JSON: p.JSON}
+	prog := benchkit.Program{Name: "history", Stopped: "bridges", JSON: p.JSON, CPUProfile: *cpuProfile}
 	return prog.Run(func(ctx context.Context) (benchkit.Report, error) { return run(ctx, p, os.Stderr) })
 }
 
