@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/opsfirehose/firehose/broker"
@@ -284,18 +282,7 @@ func sinkHistoryConfig(t *testing.T, dir, url string) config.Config {
 // historyStreamMsgs counts the messages of the history's stream on the
 // NATS server at url; -1 while there is no stream.
 func historyStreamMsgs(t *testing.T, url string) int64 {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	st, err := js.Stream(t.Context(), "FIREHOSE_HISTORY")
-	if err != nil {
-		return -1
-	}
-	return int64(st.CachedInfo().State.Msgs)
+	return streamMsgsOf(t, url, "FIREHOSE_HISTORY")
 }
 
 func readyzHistory(t *testing.T, base string) string {

@@ -76,7 +76,7 @@ func TestAnsibleViewOutlivesARestart(t *testing.T) {
 }
 
 // startBridgeIn starts a bridge with its data in dir, on loopback ports.
-func startBridgeIn(t *testing.T, dir string) *app.Bridge {
+func startBridgeIn(t testing.TB, dir string) *app.Bridge {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = dir
