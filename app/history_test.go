@@ -404,3 +404,81 @@ func TestHistoryFollowsTheReadPolicy(t *testing.T) {
 		t.Fatalf("# as ops: %d %s", code, body)
 	}
 }
+
+// TestHistoryAsServerSentEvents reads the history as SSE: the replayed
+// messages with their de-duplication ids as event ids, a "live" event at
+// the switch, then what is published; limit cuts a replay, saying so; and
+// a parameter that cannot be read is a 400 naming it.
+func TestHistoryAsServerSentEvents(t *testing.T) {
+	b := startBridge(t, historyConfig(t, t.TempDir()))
+	base := "http://" + b.HTTPAddr()
+	for i := range 3 {
+		if err := b.Publisher().Publish(t.Context(), bus.NewMessage("test", fmt.Sprintf("id-%d", i), "test/sse", []byte(strconv.Itoa(i)), time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lines := getHistory(t, base, "filter=test/%23&limit=2"); len(lines) != 3 || lines[2].Topic != "" {
+		t.Fatalf("limit=2 of 3: %+v", lines)
+	}
+	if _, body := testkit.Get(t, base+"/api/v1/history?filter=test/%23&limit=2"); !strings.HasSuffix(body, "{\"truncated\":true,\"replayed\":2}\n") {
+		t.Fatalf("limit=2 of 3 does not say it was cut: %q", body)
+	}
+
+	for query, field := range map[string]string{"since=yesterday": "since", "filter=a/%23/b": "filter", "limit=0": "limit", "since=1h&until=2h": "until", "follow=yes": "follow"} {
+		if code, body := testkit.Get(t, base+"/api/v1/history?"+query); code != http.StatusBadRequest || !strings.Contains(body, `"field":"`+field+`"`) {
+			t.Errorf("%s: %d %s", query, code, body)
+		}
+	}
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/api/v1/history?filter=test/%23", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("SSE: %d %s", resp.StatusCode, ct)
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		var ev strings.Builder
+		for sc.Scan() {
+			if sc.Text() == "" {
+				if ev.Len() > 0 {
+					events <- ev.String()
+				}
+				ev.Reset()
+				continue
+			}
+			ev.WriteString(sc.Text() + "\n")
+		}
+	}()
+	next := func() string {
+		t.Helper()
+		ev, ok := <-events
+		if !ok {
+			t.Fatal("the SSE stream ended")
+		}
+		return ev
+	}
+	if ev := next(); ev != "retry: 2000\n" {
+		t.Fatalf("first: %q", ev)
+	}
+	for i := range 3 {
+		if ev := next(); !strings.HasPrefix(ev, fmt.Sprintf("event: message\nid: id-%d\ndata: {\"id\":\"id-%d\",", i, i)) || !strings.HasSuffix(ev, fmt.Sprintf(`"payload":%d}`+"\n", i)) {
+			t.Fatalf("replayed %d: %q", i, ev)
+		}
+	}
+	if ev := next(); ev != "event: live\ndata: {\"replayed\":3}\n" {
+		t.Fatalf("the switch: %q", ev)
+	}
+	if err := b.Publisher().Publish(t.Context(), bus.NewMessage("test", "id-3", "test/sse", []byte("3"), time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); !strings.HasPrefix(ev, "event: message\nid: id-3\n") || !strings.Contains(ev, `"live":true`) {
+		t.Fatalf("live: %q", ev)
+	}
+}
