@@ -201,6 +201,10 @@ func TestHistoryReplayThenLiveHasNoGapAndNoDuplicate(t *testing.T) {
 	defer cancel()
 
 	var published atomic.Int64
+	// The publisher stays at most a window ahead of the reader, so that on
+	// a slow machine the live messages waiting for the follower stay
+	// bounded (beyond its buffer it would end, rightly, as behind).
+	ahead := make(chan struct{}, 2000)
 	stopAt := atomic.Int64{}
 	stopAt.Store(math.MaxInt64)
 	pubDone := make(chan error, 1)
@@ -208,6 +212,12 @@ func TestHistoryReplayThenLiveHasNoGapAndNoDuplicate(t *testing.T) {
 		for i := int64(0); ; i++ {
 			if i >= stopAt.Load() {
 				pubDone <- nil
+				return
+			}
+			select {
+			case ahead <- struct{}{}:
+			case <-ctx.Done():
+				pubDone <- ctx.Err()
 				return
 			}
 			m := bus.NewMessage("test", fmt.Sprintf("n-%d", i), "test/seq", []byte(strconv.FormatInt(i, 10)), time.Now())
@@ -236,6 +246,7 @@ func TestHistoryReplayThenLiveHasNoGapAndNoDuplicate(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Error != "" {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}
+		<-ahead
 		if string(l.Payload) != strconv.FormatInt(next, 10) {
 			t.Fatalf("after %d replayed and %d live messages, got message %s, want %d", replayed, live, l.Payload, next)
 		}
