@@ -144,7 +144,7 @@ func (s *store) init(ctx context.Context) (err error) {
 func (s *store) ensure(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	sc := jetstream.StreamConfig{
 		Name:        s.cfg.Stream,
 		Description: "firehose: the bus's history (history.* in the bridge's config)",
 		Subjects:    []string{s.cfg.SubjectPrefix + ".>"},
@@ -156,11 +156,14 @@ func (s *store) ensure(ctx context.Context) error {
 		// The writer sends each message once: nothing to de-duplicate
 		// (the shortest window JetStream takes, and no longer than max_age).
 		Duplicates: min(time.Second, s.cfg.MaxAge),
-		// Writes reach the disk in batches, not one write(2) each: the
-		// history is a record, and a crash of the machine may lose its
-		// last moments.
-		PersistMode: jetstream.AsyncPersistMode,
-	})
+	}
+	if s.server != nil {
+		// On the embedded server, writes reach the disk in batches, not one
+		// write(2) each: the history is a record, and a machine's crash may
+		// lose its last moments. A sink's stream keeps its cluster's ways.
+		sc.PersistMode = jetstream.AsyncPersistMode
+	}
+	_, err := s.js.CreateOrUpdateStream(ctx, sc)
 	if err != nil {
 		return fmt.Errorf("history: stream %s: %w", s.cfg.Stream, err)
 	}
