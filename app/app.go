@@ -25,6 +25,7 @@ import (
 	"github.com/opsfirehose/firehose/config"
 	configdbapi "github.com/opsfirehose/firehose/configdb/api"
 	"github.com/opsfirehose/firehose/dashboard"
+	"github.com/opsfirehose/firehose/history"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
@@ -49,6 +50,7 @@ type Bridge struct {
 	publisher  bus.Publisher
 
 	dashboard *dashboard.Dashboard // nil when dashboard.enabled is false
+	history   *history.History     // nil when history.enabled is false, or in external mode
 
 	configdb *configdbapi.Handler // its relay publishes the outbox from Start to Close
 	chef     *chef.Handler        // it reloads policy locks and publishes tallies from Start to Close
@@ -70,6 +72,7 @@ var (
 	_ lifecycle.Component = (*dashboard.Dashboard)(nil)
 	_ lifecycle.Component = (*chef.Handler)(nil)
 	_ lifecycle.Component = (*configdbapi.Handler)(nil)
+	_ lifecycle.Component = (*history.History)(nil)
 	_ lifecycle.Component = (*Bridge)(nil)
 )
 
@@ -148,6 +151,9 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		return nil, err
 	}
 	b.routes()
+	if err = b.openHistory(ctx); err != nil {
+		return nil, err
+	}
 	if cfg.Dashboard.Enabled {
 		if b.dashboard, err = b.newDashboard(); err != nil {
 			return nil, err
@@ -204,10 +210,9 @@ func (b *Bridge) readyz(w http.ResponseWriter, _ *http.Request) {
 			body["warnings"] = w
 		}
 	}
-	if b.subscriber != nil {
-		if w := b.subscriber.Warnings(); len(w) > 0 {
-			body["warnings"] = w
-		}
+	if b.history != nil {
+		// Not a check: a degraded history leaves live traffic as it is.
+		body["history"] = b.history.Status()
 	}
 	status := http.StatusOK
 	if !ready {
@@ -255,7 +260,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 // adapters with background work next, which publish their last messages
 // through the router; then the router stops (its outboxes stay on disk) and
 // the sinks flush; the broker closes last, so everything accepted reaches
-// subscribers.
+// subscribers, and then the history writes what it still holds.
 func (b *Bridge) closeOrder() lifecycle.Parts {
 	var ps lifecycle.Parts
 	ps.Add(b.dashboard != nil, "dashboard", b.dashboard)
@@ -269,6 +274,7 @@ func (b *Bridge) closeOrder() lifecycle.Parts {
 	}
 	ps.Add(b.external != nil, "external broker", connected{b.external})
 	ps.Add(b.broker != nil, "broker", b.broker)
+	ps.Add(b.history != nil, "history", b.history) // after the broker, which records into it
 	return ps
 }
 

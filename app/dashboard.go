@@ -39,6 +39,9 @@ func (b *Bridge) newDashboard() (*dashboard.Dashboard, error) {
 			"and the dashboard shows only what they may read. Health shows this bridge."
 	default:
 		opts.Source = b.broker
+		if b.history != nil {
+			opts.History = dashboardHistory{b.history}
+		}
 	}
 	return dashboard.New(cfg.Dashboard, opts)
 }

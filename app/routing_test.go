@@ -57,6 +57,12 @@ func routedConfig(t *testing.T, natsURL string) config.Config {
 }
 
 func streamMsgs(t *testing.T, url string) uint64 {
+	return uint64(max(streamMsgsOf(t, url, "FIREHOSE"), 0))
+}
+
+// streamMsgsOf counts the messages of the named stream on the NATS server
+// at url; -1 while there is no such stream.
+func streamMsgsOf(t *testing.T, url, stream string) int64 {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -64,15 +70,15 @@ func streamMsgs(t *testing.T, url string) uint64 {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	st, err := js.Stream(context.Background(), "FIREHOSE")
+	st, err := js.Stream(context.Background(), stream)
 	if err != nil {
-		return 0
+		return -1
 	}
 	info, err := st.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs
+	return int64(info.State.Msgs)
 }
 
 // waitFor waits for a condition another goroutine brings about.

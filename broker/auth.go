@@ -188,31 +188,51 @@ func (h *authHook) OnConnectAuthenticate(cl *mqtt.Client, _ packets.Packet) bool
 // authenticate checks the client's credentials: its account, nil for an
 // anonymous client, or the error that refused it (already answered).
 func (h *authHook) authenticate(cl *mqtt.Client, pk packets.Packet) (*account, error) {
-	p := h.policy
 	username := string(pk.Connect.Username)
-	if username == "" && len(pk.Connect.Password) == 0 {
+	acct, refusal := h.login(cl.Net.Remote, username, pk.Connect.Password)
+	if refusal != nil {
+		return nil, h.refuse(cl, username, refusal.reason, refusal.code, refusal.why)
+	}
+	return acct, nil
+}
+
+// loginRefusal is why login refused credentials.
+type loginRefusal struct {
+	reason string       // the refusal's kind, for metrics and logs
+	code   packets.Code // the CONNACK's
+	why    string       // for the log and the client
+}
+
+// login checks a username and password from remote as every login is
+// checked, MQTT's and the history API's: none means an anonymous client
+// (account nil), when allowed; a user's password is checked with bcrypt,
+// one check at a time, and failures are throttled per address and per
+// username.
+func (h *authHook) login(remote, username string, password []byte) (*account, *loginRefusal) {
+	p := h.policy
+	if username == "" && len(password) == 0 {
 		if !p.allowAnonymous {
-			return nil, h.refuse(cl, "", refusedBadCredentials, packets.ErrBadUsernameOrPassword, "anonymous clients are not allowed")
+			return nil, &loginRefusal{refusedBadCredentials, packets.ErrBadUsernameOrPassword, "anonymous clients are not allowed"}
 		}
 		return nil, nil
 	}
 	acct := p.users[username]
-	if acct != nil && h.policy.passwords.Known(username, pk.Connect.Password) {
+	if acct != nil && h.policy.passwords.Known(username, password) {
 		return acct, nil // a password that passed before: no bcrypt, and no throttle
 	}
-	keys := loginKeys(cl.Net.Remote, username)
+	keys := loginKeys(remote, username)
 	if blocked, until := h.throttle.blocked(keys[:]...); blocked {
-		return nil, h.refuse(cl, username, refusedThrottled, packets.ErrConnectionRateExceeded, throttledWhy(until))
+		return nil, &loginRefusal{refusedThrottled, packets.ErrConnectionRateExceeded, throttledWhy(until)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 	defer cancel()
 	ok, ran := h.throttle.check(ctx, func() bool {
 		// For an unknown user this spends the time of a real check, so
 		// that timing does not reveal which users exist.
-		return h.policy.passwords.Compare(username, pk.Connect.Password)
+		return h.policy.passwords.Compare(username, password)
 	})
 	if !ran {
-		return nil, h.refuse(cl, username, refusedBusy, packets.ErrServerBusy, "too many logins at once; no password check was free in time")
+		return nil, &loginRefusal{refusedBusy, packets.ErrServerBusy, "too many logins at once; no password check was free in time"}
 	}
 	if !ok {
 		why := "wrong password"
@@ -222,7 +242,7 @@ func (h *authHook) authenticate(cl *mqtt.Client, pk packets.Packet) (*account, e
 		if h.throttle.failed(keys[:]...) {
 			why += "; backing off further logins from this address or for this username"
 		}
-		return nil, h.refuse(cl, username, refusedBadCredentials, packets.ErrBadUsernameOrPassword, why)
+		return nil, &loginRefusal{refusedBadCredentials, packets.ErrBadUsernameOrPassword, why}
 	}
 	h.throttle.succeeded(keys[:]...) // Compare remembered the password
 	return acct, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/opsfirehose/firehose/config/configcore"
 	configdbapi "github.com/opsfirehose/firehose/configdb/api"
 	"github.com/opsfirehose/firehose/dashboard"
+	"github.com/opsfirehose/firehose/history"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/logging"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
@@ -53,6 +54,8 @@ type Config struct {
 	ConfigDB configdbapi.Config `yaml:"configdb"`
 	// Dashboard is the live page at / and its read API.
 	Dashboard dashboard.Config `yaml:"dashboard"`
+	// History keeps the bus's recent past for replay.
+	History history.Config `yaml:"history"`
 
 	// given holds the keys the file wrote, for Given.
 	given map[string]bool
@@ -80,6 +83,7 @@ func Default() Config {
 		Subunit:         subunit.DefaultConfig(),
 		ConfigDB:        configdbapi.DefaultConfig(),
 		Dashboard:       dashboard.DefaultConfig(),
+		History:         history.DefaultConfig(),
 	}
 }
 
@@ -137,6 +141,11 @@ func (c *Config) Validate() error {
 		names[name] = true
 		if name == "" || strings.ContainsAny(name, "/\\ \x00") || name == "." || name == ".." {
 			p.Add("sinks", "%q is not a usable sink name: use letters, digits, '-', '_' or '.'", name)
+		}
+	}
+	if s := c.History.Sink; c.History.Enabled && s != "" {
+		if sc, ok := c.Sinks[s]; !ok || sc.Type != sinks.TypeJetStream && sc.Type != sinks.TypeNATS {
+			p.Add("history.sink", "%q: name a jetstream (or nats) entry of sinks, whose JetStream servers then keep the history", s)
 		}
 	}
 	p.Wrap("", router.ValidateAll(c.Routes, names))

@@ -19,11 +19,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/app"
-	"github.com/opsfirehose/firehose/broker"
-	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/dashboard/dashboardtest"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
@@ -205,22 +202,7 @@ func screenshots(t *testing.T, tabs map[string]context.Context) {
 	t.Logf("screenshots in %s", dir)
 }
 
-func startBridge(t testing.TB) *app.Bridge {
-	t.Helper()
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTP.Address = "127.0.0.1:0"
-	cfg.Broker.Listeners = []broker.ListenerConfig{{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"}}
-	b, err := app.New(t.Context(), cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	return b
-}
+func startBridge(t testing.TB) *app.Bridge { return startBridgeIn(t, t.TempDir()) }
 
 // seed gives the bridge what a real bus holds after a while: the retained
 // status of 400 nodes (one in twelve failed), several plays through the

@@ -1,6 +1,10 @@
 package dashboard
 
-import "github.com/opsfirehose/firehose/internal/strictyaml"
+import (
+	"time"
+
+	"github.com/opsfirehose/firehose/internal/strictyaml"
+)
 
 // Config is the `dashboard:` section.
 type Config struct {
@@ -12,11 +16,15 @@ type Config struct {
 	// StreamBuffer is how many messages wait for one slow stream before
 	// further ones are dropped for it (and counted in its stats).
 	StreamBuffer int `yaml:"stream_buffer"`
+	// History is how far back the Ansible and Changes views fill from the
+	// bus's history when the bridge starts (with history enabled); 0 starts
+	// them empty.
+	History time.Duration `yaml:"history"`
 }
 
 // DefaultConfig serves the dashboard.
 func DefaultConfig() Config {
-	return Config{Enabled: true, MaxStreams: 64, StreamBuffer: 4096}
+	return Config{Enabled: true, MaxStreams: 64, StreamBuffer: 4096, History: 24 * time.Hour}
 }
 
 // Validate reports every problem at once.
@@ -27,6 +35,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StreamBuffer < 16 {
 		p.Add("stream_buffer", "must be at least 16")
+	}
+	if c.History < 0 {
+		p.Add("history", "must not be negative (0 starts the views empty)")
 	}
 	return p.Err()
 }

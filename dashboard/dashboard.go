@@ -28,6 +28,21 @@ type Source interface {
 	Subscribe(id int, filter string, fn func(bus.Message)) (unsubscribe func(), err error)
 }
 
+// History is the bus's recent past, which the Ansible and Changes views
+// fill from when the dashboard starts, so that a restart loses nothing.
+//
+// Follow hands fn, in the order they were published, the messages of
+// filters received since since (replayed set; with last above 0, only the
+// last so many of them), calls replayed once, then
+// hands fn every new one as it is published (replayed false), with no gap
+// and no duplicate between the two, until ctx is done. fn is called on
+// one goroutine and must not block for long. A history that cannot be read
+// skips to the live part (replayed says why); Follow returns an error only
+// when fn fell too far behind, and then the caller follows again.
+type History interface {
+	Follow(ctx context.Context, filters []string, since time.Time, last int, fn func(m bus.Message, received time.Time, replayed bool), replayed func(error)) error
+}
+
 // Prefixes are the sources' configured first topic levels; an empty one
 // means the source's default.
 type Prefixes struct {
@@ -55,6 +70,10 @@ type Options struct {
 	// Unavailable says why; the page then shows only the Health view.
 	Source      Source
 	Unavailable string
+	// History, when not nil, fills the Ansible and Changes views at Start
+	// with what they would have shown (dashboard.history back), and
+	// then brings their live messages instead of Source.
+	History History
 	// Gatherer is the registry /metrics serves, for the Health view.
 	Gatherer prometheus.Gatherer
 	// Registerer receives the dashboard's own metrics; nil means none.
@@ -183,14 +202,70 @@ func (d *Dashboard) Start(ctx context.Context) error {
 	// The broker matches each message against the aggregator's filters, so
 	// a message no view aggregates costs the dashboard nothing while no
 	// stream is open.
+	var followed []int // the aggregator's filters the history brings
 	for i, a := range d.aggregated {
+		if d.opts.History != nil && d.cfg.History > 0 && a.kind != "chef" {
+			followed = append(followed, i) // the fleet is the retained statuses
+			continue
+		}
 		unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), a.filter, func(m bus.Message) { d.deliver(i, m) })
 		if err != nil {
 			return fmt.Errorf("dashboard: %w", err)
 		}
 		d.unsub = append(d.unsub, unsub)
 	}
-	return nil
+	if len(followed) == 0 {
+		return nil
+	}
+	replayed := make(chan struct{})
+	go d.followHistory(followed, replayed)
+	select {
+	case <-replayed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("dashboard: start: filling the views from the history: %w", ctx.Err())
+	}
+}
+
+// followHistory brings the aggregator the messages of its filters in
+// followed from the history: those of the last dashboard.history, then
+// each as it is published, until Close. It closes replayed once the
+// history is queued for the aggregator (or could not be read). Should it
+// fall behind, it follows again from the last message it had.
+func (d *Dashboard) followHistory(followed []int, replayed chan struct{}) {
+	filters := make([]string, len(followed))
+	for j, i := range followed {
+		filters[j] = d.aggregated[i].filter
+	}
+	since := time.Now().Add(-d.cfg.History)
+	var once sync.Once
+	done := func(err error) {
+		if err != nil {
+			d.log.Warn().Err(err).Msg("the Ansible and Changes views start without the bus's history")
+		}
+		once.Do(func() { close(replayed) })
+	}
+	for {
+		err := d.opts.History.Follow(d.ctx, filters, since, 0, func(m bus.Message, received time.Time, replay bool) {
+			since = received
+			for _, i := range followed {
+				if topics.Match(d.aggregated[i].filter, m.Topic) {
+					d.deliverAt(i, m, received, replay)
+					return
+				}
+			}
+		}, done)
+		if d.ctx.Err() != nil {
+			done(nil)
+			return
+		}
+		d.log.Warn().Err(err).Msg("the dashboard fell behind the bus's history; following again")
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-time.After(time.Second): // not in a tight loop while the machine is overloaded
+		}
+	}
 }
 
 // deliver hands a message of the aggregator's filter i to the aggregator,
@@ -202,9 +277,14 @@ func (d *Dashboard) Start(ctx context.Context) error {
 // subscriptions pass over the topics that the aggregator reads (aggregates).
 // It must not block: the aggregator and each stream have a bounded queue,
 // and drop and count beyond it.
-func (d *Dashboard) deliver(i int, m bus.Message) {
-	it := item{kind: d.aggregated[i].kind, topic: m.Topic, payload: append([]byte(nil), m.Payload...), received: time.Now()}
-	if m.Retain { // the replay on Start's goroutine: wait rather than lose a node
+func (d *Dashboard) deliver(i int, m bus.Message) { d.deliverAt(i, m, time.Now(), m.Retain) }
+
+// deliverAt is deliver of a message received at received; a replayed one
+// (retained, or from the history) is waited for by the aggregator and
+// reaches no stream.
+func (d *Dashboard) deliverAt(i int, m bus.Message, received time.Time, replayed bool) {
+	it := item{kind: d.aggregated[i].kind, topic: m.Topic, payload: append([]byte(nil), m.Payload...), received: received}
+	if replayed { // retained messages on Start's goroutine, or the history: wait rather than lose a node or a play
 		select {
 		case d.in <- it:
 		case <-d.ctx.Done():

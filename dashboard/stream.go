@@ -2,10 +2,12 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,10 @@ const (
 	maxQueuedBytes  = 8 << 20          // payload bytes waiting for one stream; beyond, messages are dropped for it
 	statsInterval   = time.Second      // how often a stream reports its rate
 	writeTimeout    = 10 * time.Second // one write to a stream; a client that reads slower is cut off
+	// maxStreamHistory bounds history=N, the past messages a stream shows
+	// first; they are taken from the last streamHistoryWindow at most.
+	maxStreamHistory    = 1000
+	streamHistoryWindow = time.Hour
 )
 
 // streamMsg is one message waiting for a stream.
@@ -70,6 +76,19 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 	withPayload, ok := boolParam(w, q.Get("payload"), "payload", true)
 	if !ok {
 		return
+	}
+	last := 0
+	if v := q.Get("history"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxStreamHistory {
+			httpserver.WriteError(w, http.StatusBadRequest, fmt.Sprintf("history %q: the number of past messages to show first, 0 to %d", v, maxStreamHistory), "history")
+			return
+		}
+		if n > 0 && retained {
+			httpserver.WriteError(w, http.StatusBadRequest, "history and retained=1 exclude each other: the history holds the retained messages as they were published", "history")
+			return
+		}
+		last = n
 	}
 	if !d.available(w) {
 		return
@@ -118,12 +137,24 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 			drop()
 		}
 	}
-	// Live messages on the topics the aggregator reads come through deliver,
-	// after the aggregator has them (so a snapshot asked for on seeing one
-	// holds it); the stream's own subscriptions bring the rest. Registered
-	// before those subscribe, so that nothing published meanwhile is lost.
-	defer d.addReader(&reader{filters: filters, offer: offer})()
+	var (
+		fromHistory <-chan []streamMsg // the past messages, once read
+		followEnded <-chan struct{}
+	)
+	if last > 0 && d.opts.History != nil && d.cfg.History > 0 {
+		fromHistory, followEnded = d.followStream(r.Context(), filters, last, withPayload, offer)
+	} else {
+		// Live messages on the topics the aggregator reads come through
+		// deliver, after the aggregator has them (so a snapshot asked for
+		// on seeing one holds it); the stream's own subscriptions bring the
+		// rest. Registered before those subscribe, so that nothing
+		// published meanwhile is lost.
+		defer d.addReader(&reader{filters: filters, offer: offer})()
+	}
 	for i, f := range filters {
+		if fromHistory != nil {
+			break // the history brings the past and the live messages alike
+		}
 		earlier := filters[:i]
 		unsub, err := d.opts.Source.Subscribe(int(d.ids.Add(1)), f, func(m bus.Message) {
 			for _, e := range earlier { // overlapping filters: deliver once
@@ -185,8 +216,18 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 	replayed, cut := replay, truncated
 	replay = nil
 	mu.Unlock()
-	buf.WriteString("retry: 2000\n\n")
 	open := map[string]any{"filters": filters, "retained": len(replayed)}
+	if fromHistory != nil {
+		select {
+		case replayed = <-fromHistory:
+		case <-r.Context().Done():
+			return
+		case <-followEnded:
+			return
+		}
+		open["history"], open["retained"] = len(replayed), 0
+	}
+	buf.WriteString("retry: 2000\n\n")
 	if cut {
 		open["truncated"] = true // more retained messages match than one stream replays
 	}
@@ -213,6 +254,8 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-d.ctx.Done():
+			return
+		case <-followEnded: // fell behind: the client reconnects
 			return
 		case m := <-ch:
 			queued.Add(-int64(len(m.payload)))
@@ -300,4 +343,40 @@ func (d *Dashboard) available(w http.ResponseWriter) bool {
 	}
 	httpserver.WriteError(w, http.StatusForbidden, d.opts.Unavailable, "")
 	return false
+}
+
+// followStream brings a stream its filters' last messages from the
+// history (at most last, from the last streamHistoryWindow or
+// dashboard.history), sent on the first channel once read, then each live
+// one through offer, until ctx or the dashboard is done. The second
+// channel closes if the history lets the stream go (it fell behind).
+func (d *Dashboard) followStream(ctx context.Context, filters []string, last int, withPayload bool, offer func(bus.Message)) (<-chan []streamMsg, <-chan struct{}) {
+	past := make(chan []streamMsg, 1)
+	ended := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(d.ctx, cancel)
+	var replay []streamMsg
+	go func() {
+		defer close(ended)
+		defer stop()
+		defer cancel()
+		since := time.Now().Add(-min(d.cfg.History, streamHistoryWindow))
+		_ = d.opts.History.Follow(ctx, filters, since, last, func(m bus.Message, received time.Time, replayed bool) {
+			if !replayed {
+				offer(m)
+				return
+			}
+			size := 0
+			if withPayload {
+				size = len(m.Payload)
+			}
+			replay = append(replay, streamMsg{topic: m.Topic, payload: append([]byte(nil), m.Payload[:size]...), qos: 1, received: received})
+		}, func(err error) {
+			if err != nil {
+				d.log.Debug().Err(err).Msg("a stream starts without the bus's history")
+			}
+			past <- replay
+		})
+	}()
+	return past, ended
 }

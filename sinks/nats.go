@@ -138,21 +138,11 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 			s.log.Warn().Err(err).Msg("NATS error")
 		}),
 	}
-	switch {
-	case cfg.Token != "":
-		opts = append(opts, nats.Token(cfg.Token))
-	case cfg.Username != "":
-		opts = append(opts, nats.UserInfo(cfg.Username, cfg.Password))
-	case cfg.CredsFile != "":
-		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	creds, err := NATSCredentials(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sink %s: %w", name, err)
 	}
-	if cfg.TLS != nil {
-		tlsCfg, err := cfg.TLS.Config()
-		if err != nil {
-			return nil, fmt.Errorf("sink %s: tls: %w", name, err)
-		}
-		opts = append(opts, nats.Secure(tlsCfg))
-	}
+	opts = append(opts, creds...)
 	nc, err := nats.Connect(strings.Join(cfg.URLs, ","), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("sink %s: %w", name, err)

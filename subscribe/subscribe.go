@@ -59,6 +59,7 @@ type options struct {
 	retainedOnly, noRetained                        bool
 	connectTimeout                                  time.Duration
 	filters                                         []string
+	history                                         sinceOptions // --since: the history first (since.go)
 }
 
 // Run is `bridge sub [FILTER...] [flags]`; it returns the exit code. It ends
@@ -74,6 +75,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	}
 	color := o.color == "always" || o.color == "auto" && isTerminal(stdout) && !hasEnv(lookupEnv, "NO_COLOR")
 	p := printer{w: stdout, format: o.format, color: color}
+	run := run
+	if o.history.enabled() {
+		run = runSince
+	}
 	if err := run(ctx, o, &p); err != nil {
 		fmt.Fprintf(stderr, "bridge sub: %v\n", err)
 		return ExitError
@@ -102,6 +107,8 @@ Examples:
   bridge sub 'chef/+/+/status' --retained-only           every node's last run, then exit
   bridge sub 'ansible/#' --format json | jq .payload     one JSON object per message
   bridge sub --url mqtts://bus.example.org:8883 --ca-file ca.pem 'gerrit/#'
+  bridge sub --since 12h 'chef/+/+/run/failure'           what failed overnight, then what fails now
+  bridge sub --since 2026-11-27T22:00:00Z --until 1h 'ansible/#'   a window of the history, then exit
 
 Flags:
 `)
@@ -135,6 +142,7 @@ func parse(args []string, stderr io.Writer, lookupEnv func(string) (string, bool
 	fs.BoolVar(&o.retainedOnly, "retained-only", false, "print only retained messages (last known values), and exit when they are done")
 	fs.BoolVar(&o.noRetained, "no-retained", false, "skip retained messages: print only what is published from now on")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "give up connecting after this long")
+	o.history.register(fs, env)
 	// Filters and flags may come in any order: parse up to each filter, take it, go on.
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -208,6 +216,7 @@ func parse(args []string, stderr io.Writer, lookupEnv func(string) (string, bool
 			problems = append(problems, fmt.Sprintf("--url %q: the scheme must be tcp, mqtts (ssl), ws or wss", o.url))
 		}
 	}
+	problems = append(problems, o.history.check(&o)...)
 	if (o.tls.CertFile == "") != (o.tls.KeyFile == "") {
 		problems = append(problems, "--cert-file and --key-file go together")
 	}

@@ -41,13 +41,14 @@ type Config struct {
 	Subunit   any `yaml:"subunit"`
 	ConfigDB  any `yaml:"configdb"`
 	Dashboard any `yaml:"dashboard"`
+	History   any `yaml:"history"`
 
 	given map[string]bool
 }
 
 // bridgeOnlyKeys are the top-level keys of the bridge's file that cmd/broker
 // does not run.
-var bridgeOnlyKeys = []string{"sinks", "routes", "data_dir", "chef", "ansible", "gerrit", "launchpad", "subunit", "configdb", "dashboard"}
+var bridgeOnlyKeys = []string{"sinks", "routes", "data_dir", "chef", "ansible", "gerrit", "launchpad", "subunit", "configdb", "dashboard", "history"}
 
 // Default is what runs with no config file.
 func Default() Config {

@@ -47,6 +47,8 @@ const (
 	cmdSubFailure    = "go run ./cmd/bridge sub 'chef/+/+/run/failure'"
 	cmdSubStatus     = "go run ./cmd/bridge sub 'chef/+/+/status' --retained-only --format json"
 	cmdStream        = "curl -N 'http://127.0.0.1:8080/api/v1/stream?filter=chef/%2B/%2B/run/failure'"
+	cmdSubSince      = "go run ./cmd/bridge sub --since 2h 'chef/+/+/run/failure'"
+	cmdHistory       = "curl -s 'http://127.0.0.1:8080/api/v1/history?filter=chef/%2B/%2B/run/failure&since=2h'"
 )
 
 // Commands in the README that other tests or tools cover.
@@ -96,7 +98,7 @@ func TestReadmeCommandsAreCovered(t *testing.T) {
 	known := map[string]bool{}
 	for _, c := range []string{cmdRun, cmdTour, cmdSub, cmdPub, cmdAnonPub, cmdOutsidePub, cmdDenied, cmdCheck, cmdCheckShape, cmdTwoBridges, cmdPasswd, cmdBroker, cmdChef, cmdGerrit, cmdLaunchpad, cmdSubunit,
 		cmdGalaxyBuild, cmdGalaxyInstall, cmdAnsible, cmdConfigComp, cmdConfigEnv, cmdConfigSet, cmdConfigGet,
-		cmdSubFailure, cmdSubStatus, cmdStream} {
+		cmdSubFailure, cmdSubStatus, cmdStream, cmdSubSince, cmdHistory} {
 		known[c] = true
 	}
 	for c := range coveredElsewhere {
@@ -307,6 +309,14 @@ func TestReadme(t *testing.T) {
 		if !strings.Contains(stream.Output(), "event: message\ndata: {\"time\":") {
 			t.Errorf("the stream printed %q", stream.Output())
 		}
+		// The History section: the failure, from the history, by a reader
+		// that came after it; bridge sub then goes on live.
+		since := testkit.Start(t, "", "sh", "-c", "exec "+strings.Replace(cmdSubSince, "go run ./cmd/bridge", bins["bridge"], 1))
+		testkit.Eventually(t, func() bool { return strings.Contains(since.Output(), " "+topic+" {") }, "bridge sub --since printing %s", topic)
+		if out, err := shell(t, bins, cmdHistory).Output(); err != nil || !strings.Contains(string(out), `"topic":"`+topic+`","source":"chef","payload":{"chef_server_fqdn":"api.chef.io"`) {
+			t.Fatalf("%s: %v: %q", cmdHistory, err, out)
+		}
+
 		out, err := shell(t, bins, cmdSubStatus).Output()
 		if err != nil || !strings.HasPrefix(string(out), `{"time":`) || !strings.Contains(string(out), `"topic":"chef/chefit-development/FVFWM0M8HV2J/status","retained":true,"qos":0,"payload":{"node_name":"FVFWM0M8HV2J"`) {
 			t.Fatalf("%s: %v: %q", cmdSubStatus, err, out)

@@ -110,17 +110,23 @@ function setConn(state, text) {
 }
 
 // listen opens one stream for the view shown; opts.payload false asks for
-// topics only (the views that re-read snapshots need no payloads).
-function listen(filters, onMessage, onStats, payload) {
+// topics only (the views that re-read snapshots need no payloads); past
+// asks for that many of the latest messages from the bus's history first
+// (on a reconnect too), and onOpen is then told, to start its rows afresh.
+function listen(filters, onMessage, onStats, payload, past, onOpen) {
   if (source) source.close();
   source = null;
   if (!info.available || !filters || !filters.length) return;
   const q = new URLSearchParams();
   for (const f of filters) q.append("filter", f);
   if (!payload) q.set("payload", "0");
+  if (past) q.set("history", String(past));
   const es = new EventSource("api/v1/stream?" + q.toString());
   source = es;
-  es.addEventListener("open", () => setConn("live", "live"));
+  es.addEventListener("open", (ev) => {
+    setConn("live", "live");
+    if (onOpen && ev.data) { try { onOpen(JSON.parse(ev.data)); } catch { /* not ours */ } }
+  });
   es.addEventListener("message", (ev) => {
     let m;
     try { m = JSON.parse(ev.data); } catch { return; }
@@ -417,7 +423,11 @@ views.stream = (() => {
       $("stream-rate").textContent = s.rate >= 10 ? fmtNum(s.rate) : s.rate.toFixed(1);
       $("stream-dropped").textContent = fmtNum(s.dropped);
       $("stream-dropped-wrap").hidden = !s.dropped;
-    }, true);
+    }, true, KEEP, (o) => {
+      // The latest messages from the history come first: a reconnect
+      // brings them again, so the rows start afresh.
+      if (o.history !== undefined) { list.replaceChildren(); pending = []; }
+    });
   }
 
   $("stream-form").addEventListener("submit", (e) => { e.preventDefault(); watch(); });

@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/opsfirehose/firehose/broker"
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/history"
+)
+
+// openHistory opens the bus's history and attaches it to the embedded
+// broker, after every other hook, so that it records what mochi delivered.
+// In external mode there is no broker of the bridge's to record from: the
+// history stays off, and says so.
+func (b *Bridge) openHistory(ctx context.Context) error {
+	if !b.cfg.History.Enabled {
+		return nil
+	}
+	if b.broker == nil {
+		b.log.Warn().Msg("history is not kept in external broker mode (broker.mode: external): replay from the external broker's own store, or route to JetStream")
+		return nil
+	}
+	h, err := history.Open(ctx, b.cfg.History, history.Options{
+		DataDir: b.cfg.DataDir, Sinks: b.cfg.Sinks, Registerer: b.registry, Logger: b.log,
+	})
+	if err != nil {
+		return err
+	}
+	b.history = h
+	if err := b.broker.AddHook(&historyHook{history: h}); err != nil {
+		return err
+	}
+	b.http.Handle(history.Path, history.NewHandler(h, brokerAccess{b.broker}))
+	return nil
+}
+
+// historyHook hands the history every message the embedded broker
+// publishes, the bridge's own (with their headers, as MQTT v5 user
+// properties) and its clients', once mochi has delivered it. It never
+// blocks: History.Record does not.
+type historyHook struct {
+	mqtt.HookBase
+	history *history.History
+}
+
+// ID names the hook in mochi's logs.
+func (h *historyHook) ID() string { return "firehose-history" }
+
+// Provides says which mochi events the hook handles.
+func (h *historyHook) Provides(b byte) bool { return b == mqtt.OnPublished }
+
+// OnPublished records a message mochi has delivered.
+func (h *historyHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
+	if pk.Ignore {
+		return
+	}
+	var id, source, received string
+	for _, p := range pk.Properties.User {
+		switch p.Key {
+		case bus.HeaderMsgID:
+			id = p.Val
+		case bus.HeaderSource:
+			source = p.Val
+		case bus.HeaderReceivedAt:
+			received = p.Val
+		}
+	}
+	h.history.RecordFields(pk.TopicName, pk.Payload, id, source, received)
+}
+
+// brokerAccess lets a history request read what an MQTT subscriber with
+// the same credentials (HTTP Basic) may read from the embedded broker.
+type brokerAccess struct{ broker *broker.Broker }
+
+func (a brokerAccess) Reader(_ context.Context, r *http.Request) (func(string) bool, error) {
+	username, password, _ := r.BasicAuth()
+	mayRead, err := a.broker.Reader(r.RemoteAddr, username, []byte(password))
+	if errors.Is(err, broker.ErrRefused) {
+		return nil, fmt.Errorf("%w: %w (give a broker user's name and password with HTTP Basic authentication)", history.ErrUnauthorized, err)
+	}
+	return mayRead, err
+}
+
+// dashboardHistory is the history as the dashboard follows it: best
+// effort, as a live view would rather lose the past than the present.
+type dashboardHistory struct{ h *history.History }
+
+func (d dashboardHistory) Follow(ctx context.Context, filters []string, since time.Time, last int, fn func(bus.Message, time.Time, bool), replayed func(error)) error {
+	_, err := d.h.Follow(ctx, history.Query{Filters: filters, Since: since, Last: last, BestEffort: true}, func(r history.Record) error {
+		fn(bus.Message{Topic: r.Topic, Payload: r.Payload}, r.Time, !r.Live)
+		return nil
+	}, func(res history.Result) error {
+		replayed(res.ReplayErr)
+		return nil
+	})
+	return err
+}

@@ -1,0 +1,317 @@
+// Command history measures what the bus's history costs the live path: the
+// HTTP intake's and the broker's throughput with history on (the default:
+// an embedded JetStream) against history off, in one run, rounds
+// alternating between the two, and prints each with the ratio of medians
+// (target: at least 0.9, issue 27), and that the history kept every
+// message.
+//
+// Both bridges run in this process (app.New, as the tests start them),
+// each on its own loopback ports and data directory; the load generator
+// shares the machine with them in both modes alike.
+//
+//	go run ./bench/history [-rounds 3] [-posts 6000] [-msgs 10000]
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/opsfirehose/firehose/app"
+	"github.com/opsfirehose/firehose/bench/internal/benchkit"
+	"github.com/opsfirehose/firehose/bench/internal/mqttload"
+	"github.com/opsfirehose/firehose/broker"
+	"github.com/opsfirehose/firehose/config"
+)
+
+// params are the benchmark's knobs.
+type params struct {
+	Rounds   int // measurements of each mode, alternating
+	Posts    int // Ansible task events POSTed per intake measurement
+	Senders  int // concurrent HTTP senders
+	Msgs     int // QoS 1 messages per MQTT publisher per broker measurement
+	Pubs     int // MQTT publishers
+	Inflight int // each publisher's window of unacknowledged messages
+	Payload  int // MQTT payload bytes
+	JSON     bool
+}
+
+func defaultParams() params {
+	return params{Rounds: 3, Posts: 6000, Senders: 8, Msgs: 10000, Pubs: 4, Inflight: 64, Payload: 512}
+}
+
+func main() { os.Exit(realMain()) }
+
+func realMain() int {
+	p := defaultParams()
+	fs := flag.NewFlagSet("bench/history", flag.ExitOnError)
+	fs.IntVar(&p.Rounds, "rounds", p.Rounds, "measurements of each mode (history off, on), alternating")
+	fs.IntVar(&p.Posts, "posts", p.Posts, "Ansible events POSTed per intake measurement")
+	fs.IntVar(&p.Senders, "senders", p.Senders, "concurrent HTTP senders")
+	fs.IntVar(&p.Msgs, "msgs", p.Msgs, "QoS 1 messages per MQTT publisher per broker measurement")
+	fs.IntVar(&p.Pubs, "pubs", p.Pubs, "MQTT publishers")
+	fs.IntVar(&p.Inflight, "inflight", p.Inflight, "each publisher's window of unacknowledged messages")
+	fs.IntVar(&p.Payload, "payload", p.Payload, "MQTT payload bytes")
+	fs.BoolVar(&p.JSON, "json", false, "print the report as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (both bridges and the load) to `file`")
+	_ = fs.Parse(os.Args[1:])
+	if p.Rounds < 1 || p.Posts < p.Senders || p.Senders < 1 || p.Msgs < 1 || p.Pubs < 1 || p.Inflight < 1 || p.Payload < mqttload.MinPayload {
+		fmt.Fprintln(os.Stderr, "bench/history: every count must be positive, posts at least senders, payload at least", mqttload.MinPayload)
+		return 2
+	}
+	prog := benchkit.Program{Name: "history", Stopped: "bridges", JSON: p.JSON, CPUProfile: *cpuProfile}
+	return prog.Run(func(ctx context.Context) (benchkit.Report, error) { return run(ctx, p, os.Stderr) })
+}
+
+// modes are the two bridges compared.
+var modes = []string{"off", "on"}
+
+// report is what run measured: per mode, each round's msgs/s.
+type report struct {
+	Params params               `json:"params"`
+	Intake map[string][]float64 `json:"intake_msgs_per_s"`
+	Broker map[string][]float64 `json:"broker_msgs_per_s"`
+	// CPU is this process's CPU (both bridges and the load generator) per
+	// message of each measurement, the history's writing to its end
+	// included: on a shared machine, the cost that other load does not blur.
+	CPU     map[string][]float64 `json:"cpu_us_per_msg"`
+	Stored  int64                `json:"history_stored"`
+	Lost    int64                `json:"history_lost"`
+	Offered int64                `json:"history_offered"`
+}
+
+const target = 0.9
+
+// WriteText prints the medians, the ratios and the verdicts.
+func (r *report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "history on vs off, %d rounds each, alternating (medians)\n", r.Params.Rounds)
+	row := func(what string, xs map[string][]float64) {
+		off, on := benchkit.Median(xs["off"]), benchkit.Median(xs["on"])
+		ratio := on / off
+		verdict := "OK"
+		if ratio < target {
+			verdict = fmt.Sprintf("BELOW the %.1fx target", target)
+		}
+		fmt.Fprintf(&b, "  %-40s off %9.0f msgs/s   on %9.0f msgs/s   on/off %.2fx  %s\n", what, off, on, ratio, verdict)
+	}
+	row(fmt.Sprintf("intake (HTTP, %d senders, Ansible events)", r.Params.Senders), r.Intake)
+	row(fmt.Sprintf("broker (MQTT QoS 1, %d pubs x %d window)", r.Params.Pubs, r.Params.Inflight), r.Broker)
+	// Rounds measure both modes back to back: the ratio within each round
+	// is steadier than the ratio of medians when the machine's load moves.
+	paired := func(xs map[string][]float64) float64 {
+		var ratios []float64
+		for i := range min(len(xs["on"]), len(xs["off"])) {
+			ratios = append(ratios, xs["on"][i]/xs["off"][i])
+		}
+		return benchkit.Median(ratios)
+	}
+	fmt.Fprintf(&b, "  median of each round's on/off: intake %.2fx, broker %.2fx\n", paired(r.Intake), paired(r.Broker))
+	cpuOff, cpuOn := benchkit.Median(r.CPU["off"]), benchkit.Median(r.CPU["on"])
+	fmt.Fprintf(&b, "  CPU per message (this process: bridges and load): off %.1f us, on %.1f us (history writing included): off/on %.2fx, the throughput ratio when CPU-bound\n",
+		cpuOff, cpuOn, cpuOff/cpuOn)
+	fmt.Fprintf(&b, "  history kept %d of the %d messages the bridge with history published (%d left out)\n", r.Stored, r.Offered, r.Lost)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// run starts both bridges and measures each round.
+func run(ctx context.Context, p params, progress io.Writer) (*report, error) {
+	event, err := os.ReadFile(moduleFile("adapters/ansible/testdata/task-ok/input.json"))
+	if err != nil {
+		return nil, err
+	}
+	hash, _ := bcrypt.GenerateFromPassword([]byte("bench"), bcrypt.MinCost)
+	bridges := map[string]*app.Bridge{}
+	for _, mode := range modes {
+		dir, err := os.MkdirTemp("", "bench-history-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		cfg := config.Default()
+		cfg.DataDir = dir
+		cfg.HTTP.Address = "127.0.0.1:0"
+		cfg.Broker.Listeners = []broker.ListenerConfig{{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"}}
+		cfg.Broker.Users = []broker.User{{Username: "bench", PasswordHash: string(hash), Publish: []string{"#"}}}
+		cfg.Dashboard.Enabled = false // measured elsewhere (bench/dashboard)
+		cfg.History.Enabled = mode == "on"
+		b, err := app.New(ctx, cfg, zerolog.Nop())
+		if err != nil {
+			return nil, err
+		}
+		if err := b.Start(ctx); err != nil {
+			return nil, err
+		}
+		defer b.Close(context.Background())
+		bridges[mode] = b
+	}
+	rep := &report{Params: p, Intake: map[string][]float64{}, Broker: map[string][]float64{}, CPU: map[string][]float64{}}
+	var recorded int64 // messages published on the bridge with history so far
+	for round := range p.Rounds {
+		order := modes
+		if round%2 == 1 {
+			order = []string{"on", "off"}
+		}
+		for _, mode := range order {
+			b := bridges[mode]
+			// Each measurement starts with the history caught up, so that
+			// neither pays for the writing of the one before.
+			if err := caughtUp(ctx, bridges["on"], recorded); err != nil {
+				return nil, err
+			}
+			cpu0 := benchkit.SelfCPU()
+			in, err := intake(ctx, "http://"+b.HTTPAddr(), event, p)
+			if err != nil {
+				return nil, fmt.Errorf("intake, history %s: %w", mode, err)
+			}
+			br, err := brokerLoad(ctx, b.Broker().Addr("mqtt"), p, uint32(round))
+			if err != nil {
+				return nil, fmt.Errorf("broker, history %s: %w", mode, err)
+			}
+			if mode == "on" {
+				recorded += int64(p.Posts + p.Pubs*p.Msgs)
+				if err := caughtUp(ctx, b, recorded); err != nil {
+					return nil, err
+				}
+			}
+			rep.CPU[mode] = append(rep.CPU[mode], float64(benchkit.SelfCPU()-cpu0)/float64(time.Microsecond)/float64(p.Posts+p.Pubs*p.Msgs))
+			rep.Intake[mode] = append(rep.Intake[mode], in)
+			rep.Broker[mode] = append(rep.Broker[mode], br)
+			fmt.Fprintf(progress, "round %d, history %-3s: intake %8.0f msgs/s, broker %8.0f msgs/s, %.1f us CPU/msg\n", round+1, mode, in, br, rep.CPU[mode][len(rep.CPU[mode])-1])
+		}
+	}
+	rep.Offered = int64(p.Rounds) * int64(p.Posts+p.Pubs*p.Msgs)
+	if err := caughtUp(ctx, bridges["on"], rep.Offered); err != nil {
+		return nil, err
+	}
+	rep.Stored, rep.Lost, err = historyCounts("http://" + bridges["on"].HTTPAddr() + "/metrics")
+	return rep, err
+}
+
+// caughtUp waits until the history of b has stored, or counted as lost,
+// n messages: the history writes asynchronously.
+func caughtUp(ctx context.Context, b *app.Bridge, n int64) error {
+	return benchkit.PollUntil(ctx, time.Now().Add(2*time.Minute), 20*time.Millisecond, nil, func() (bool, error) {
+		stored, lost, err := historyCounts("http://" + b.HTTPAddr() + "/metrics")
+		return stored+lost >= n, err
+	})
+}
+
+// intake POSTs p.Posts Ansible events from p.Senders senders and returns
+// the accepted events per second.
+func intake(ctx context.Context, base string, event []byte, p params) (float64, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: p.Senders}}
+	var (
+		wg    sync.WaitGroup
+		fails atomic.Int64
+		first atomic.Value
+	)
+	start := time.Now()
+	for s := range p.Senders {
+		n := p.Posts / p.Senders
+		if s < p.Posts%p.Senders {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/ansible/v1/events", bytes.NewReader(event))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("POST answered %s", resp.Status)
+					}
+				}
+				if err != nil {
+					fails.Add(1)
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, _ := first.Load().(error); err != nil {
+		return 0, fmt.Errorf("%d POSTs failed, the first: %w", fails.Load(), err)
+	}
+	return float64(p.Posts) / elapsed.Seconds(), nil
+}
+
+// brokerLoad runs p.Pubs QoS 1 publishers of p.Msgs messages each, with
+// windows of p.Inflight, and returns the PUBACKed messages per second.
+func brokerLoad(ctx context.Context, addr string, p params, runID uint32) (float64, error) {
+	pubs := make([]*mqttload.Publisher, p.Pubs)
+	for i := range pubs {
+		c, err := mqttload.Dial(mqttload.Options{Addr: addr, ClientID: fmt.Sprintf("bench-%d-%d", runID, i), Username: "bench", Password: "bench", KeepAlive: 10 * time.Minute})
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		c.SetPublishTemplate(fmt.Sprintf("bench/history/%d", i), mqttload.NewPayload(p.Payload, i, runID))
+		pubs[i] = mqttload.NewPublisher(c, 1, p.Inflight, false)
+	}
+	counted := mqttload.NewCounted(pubs, p.Msgs)
+	for _, pub := range pubs {
+		pub.Client().Start()
+	}
+	res, err := counted.Run(ctx, 5*time.Minute, nil)
+	counted.Wait()
+	if err != nil {
+		return 0, err
+	}
+	if res.Incomplete > 0 {
+		return 0, fmt.Errorf("%d publishers did not finish", res.Incomplete)
+	}
+	return float64(p.Pubs*p.Msgs) / res.End.Sub(res.Start).Seconds(), nil
+}
+
+// historyCounts reads firehose_history_stored_total and the sum of
+// firehose_history_lost_total from /metrics.
+func historyCounts(url string) (stored, lost int64, err error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		var v float64
+		switch {
+		case strings.HasPrefix(line, "firehose_history_stored_total "):
+			_, _ = fmt.Sscan(strings.TrimPrefix(line, "firehose_history_stored_total "), &v)
+			stored = int64(v)
+		case strings.HasPrefix(line, "firehose_history_lost_total{"):
+			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			lost += int64(v)
+		}
+	}
+	return stored, lost, nil
+}
+
+// moduleFile is a file of this module, wherever the benchmark runs from.
+func moduleFile(rel string) string {
+	root, err := benchkit.ModuleRoot()
+	if err != nil {
+		return rel
+	}
+	return root + "/" + rel
+}

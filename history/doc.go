@@ -1,0 +1,13 @@
+// Package history keeps the bus's history in a JetStream stream, on an
+// embedded nats-server (in process, no listening socket, stored under
+// <data_dir>/history) or on the servers of a jetstream sink, bounded by
+// size and age, and reads it back: Replay for "since T", Follow for "since
+// T, then live" with no gap and no duplicate, and GET /api/v1/history.
+//
+// It must not cost the live path: Record is called in the broker's publish
+// path and never blocks and never fails; a message the store cannot take
+// (a full queue, a slow or down store) is left out, counted and logged, and
+// Status says the history is degraded. It must not decide who may read what:
+// the broker's read policy does, through Access. It is not a delivery
+// guarantee: routes with outboxes are.
+package history

@@ -1,0 +1,388 @@
+package history
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Errors of Replay and Follow.
+var (
+	// ErrUnavailable means the store cannot be read now.
+	ErrUnavailable = errors.New("history unavailable")
+	// ErrBehind means a follower's live messages outgrew its buffer while it
+	// replayed or wrote: it would have a gap, so it ends instead.
+	ErrBehind = errors.New("fell behind the live messages")
+)
+
+// headerID holds a stored message's de-duplication id.
+const headerID = "Firehose-Msg-Id"
+
+// maxBatch is how many messages the writer sends before it waits for their acks.
+const maxBatch = 256
+
+// History keeps the bus's history: Record takes each message from the
+// publish path, without waiting, into a bounded queue that one goroutine
+// writes to the store; Replay and Follow read it back.
+//
+// Record never blocks and never fails: a message that the queue has no room
+// for, or that the store refuses or cannot take (down, slow, full), is left
+// out of the history, counted and logged, and Status says the history is
+// degraded. Live followers get every message Record is handed, whether or
+// not the store took it.
+type History struct {
+	cfg     Config
+	log     zerolog.Logger
+	st      *store
+	metrics *metrics
+	bootID  string // makes ids of messages that came without one unique across restarts
+
+	mu        sync.Mutex // orders the queue and the followers' buffers alike
+	queue     chan entry
+	accepted  uint64 // entries put in queue
+	nextID    uint64
+	batches   uint64 // batches sent, the writer's: each has its reply subject
+	followers map[*follower]struct{}
+	// nFollowers is len(followers), read without the lock.
+	nFollowers atomic.Int32
+
+	written  atomic.Uint64 // entries taken from queue and finished (stored or lost)
+	progress atomic.Pointer[chan struct{}]
+
+	degradedMu sync.Mutex
+	degraded   string    // why, or "" when healthy
+	loggedAt   time.Time // when degraded was last logged
+
+	stop    chan struct{}
+	done    chan struct{}
+	closeMu sync.Once
+}
+
+// entry is one message on its way to the store and to the live followers.
+type entry struct {
+	id, topic, source string
+	received          string    // RFC 3339, as the message's header had it
+	at                time.Time // when it came, when received is empty
+	payload           []byte
+}
+
+// time is when the bridge received the message.
+func (e *entry) time() time.Time {
+	if e.received != "" {
+		if t, err := time.Parse(time.RFC3339Nano, e.received); err == nil {
+			return t
+		}
+	}
+	return e.at
+}
+
+// Options carry what History needs besides its config section.
+type Options struct {
+	// DataDir holds the embedded server's store, under history/.
+	DataDir string
+	// Sinks are the configured sinks; history.sink names one of them.
+	Sinks map[string]sinks.Config
+	// Registerer receives the history's metrics; nil means none.
+	Registerer prometheus.Registerer
+	Logger     zerolog.Logger
+}
+
+// Open opens the store (starting the embedded nats-server, or connecting to
+// history.sink's servers in the background) and starts the writer. ctx
+// bounds the opening.
+func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("history config: %w", err)
+	}
+	var (
+		st  *store
+		err error
+	)
+	if cfg.Sink != "" {
+		sc, ok := opts.Sinks[cfg.Sink]
+		if !ok || sc.Type != sinks.TypeJetStream && sc.Type != sinks.TypeNATS {
+			return nil, fmt.Errorf("history.sink: %q is not a jetstream (or nats) entry of sinks", cfg.Sink)
+		}
+		st, err = openSink(cfg, sc, opts.Logger.With().Str("component", "history").Logger())
+	} else {
+		st, err = openEmbedded(ctx, cfg, storeDir(opts.DataDir))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	h := &History{
+		cfg:       cfg,
+		log:       opts.Logger.With().Str("component", "history").Logger(),
+		st:        st,
+		bootID:    hex.EncodeToString(id[:]),
+		queue:     make(chan entry, cfg.QueueSize),
+		followers: map[*follower]struct{}{},
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	h.progress.Store(new(make(chan struct{})))
+	h.metrics = newMetrics(h)
+	if opts.Registerer != nil {
+		if err := opts.Registerer.Register(h.metrics); err != nil {
+			st.close()
+			return nil, fmt.Errorf("history metrics: %w", err)
+		}
+	}
+	if st, err := h.st.state(ctx); err == nil && cfg.Sink == "" {
+		h.metrics.firstSeq = nextKept(st) // what max_age and max_bytes drop is counted from here
+	}
+	go h.write()
+	return h, nil
+}
+
+// Keeps reports whether topic is one the history keeps (history.filters).
+func (h *History) Keeps(topic string) bool {
+	for _, f := range h.cfg.Filters {
+		if topics.Match(f, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// Record hands m to the history and to the live followers, without
+// waiting: it is called in the publish path. m's headers give its
+// de-duplication id, source and time; a message without an id gets one.
+// Payload is copied.
+func (h *History) Record(m *bus.Message) {
+	h.RecordFields(m.Topic, m.Payload, m.Headers[bus.HeaderMsgID], m.Headers[bus.HeaderSource], m.Headers[bus.HeaderReceivedAt])
+}
+
+// RecordFields is Record for a message given by its parts, as a broker hook
+// has them: id, source and receivedAt (RFC 3339) may be empty.
+func (h *History) RecordFields(topic string, payload []byte, id, source, receivedAt string) {
+	keep := h.Keeps(topic)
+	if !keep && h.nFollowers.Load() == 0 {
+		return // live followers get every message, kept or not
+	}
+	e := entry{id: id, topic: topic, source: source, received: receivedAt, payload: append([]byte(nil), payload...)}
+	if receivedAt == "" {
+		e.at = time.Now()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e.id == "" {
+		h.nextID++
+		e.id = "h-" + h.bootID + "-" + strconv.FormatUint(h.nextID, 10)
+	}
+	if keep {
+		select {
+		case h.queue <- e:
+			h.accepted++
+		default:
+			h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", cap(h.queue)))
+		}
+	}
+	for f := range h.followers {
+		f.offer(e)
+	}
+}
+
+// write is the writer: it sends the queue's messages to the store in
+// batches, asynchronously, and waits for each batch's acks.
+func (h *History) write() {
+	defer close(h.done)
+	batch := make([]entry, 0, maxBatch)
+	stopping := false
+	for {
+		if stopping {
+			select {
+			case e := <-h.queue:
+				batch = append(batch[:0], e)
+			default:
+				return // what was queued at Close is written
+			}
+		} else {
+			select {
+			case <-h.stop:
+				stopping = true
+				continue
+			case e := <-h.queue:
+				batch = append(batch[:0], e)
+			}
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case e := <-h.queue:
+				batch = append(batch, e)
+			default:
+				break more
+			}
+		}
+		h.send(batch)
+		clear(batch)
+		h.written.Add(uint64(len(batch)))
+		close(*h.progress.Swap(new(make(chan struct{}))))
+	}
+}
+
+// send publishes batch and waits for the acks, counting what was stored and
+// what was lost. The acks come to a reply subject of the batch's own
+// (acks), which costs a message a fraction of nats.go's futures.
+func (h *History) send(batch []entry) {
+	var (
+		lastErr error
+		failed  int
+		bytes   int
+		sent    int
+	)
+	h.batches++
+	reply, done := h.st.acks.expect(h.batches)
+	for i := range batch {
+		m, err := h.natsMsg(&batch[i])
+		if err != nil {
+			failed, lastErr = failed+1, err
+			continue
+		}
+		m.Reply = reply
+		if err := h.st.nc.PublishMsg(m); err != nil {
+			failed, lastErr = failed+1, err
+			continue
+		}
+		sent++
+		bytes += len(m.Data)
+	}
+	stored, refused, why := h.st.acks.wait(sent, done, storeTimeout)
+	if refused > 0 {
+		failed, lastErr = failed+refused, why
+	}
+	if stored > 0 {
+		h.metrics.stored.Add(float64(stored))
+		h.metrics.storedBytes.Add(float64(bytes) * float64(stored) / float64(sent))
+	}
+	if failed > 0 {
+		if isStreamMissing(lastErr) && h.st.up() {
+			if err := h.st.ensure(context.Background()); err == nil {
+				h.log.Info().Str("stream", h.cfg.Stream).Msg("history stream made again")
+			}
+		}
+		h.lost("store_error", failed, lastErr)
+	} else if len(h.queue) < cap(h.queue)/2 {
+		h.recovered()
+	}
+}
+
+// natsMsg is e as the store keeps it; a topic with no subject (a $ topic
+// a history filter names) is an error.
+func (h *History) natsMsg(e *entry) (*nats.Msg, error) {
+	subject, err := topics.ToSubject(h.cfg.SubjectPrefix, e.topic)
+	if err != nil {
+		return nil, fmt.Errorf("topic %q: %w", e.topic, err)
+	}
+	m := &nats.Msg{Subject: subject, Data: e.payload, Header: make(nats.Header, 3)}
+	// The id travels in a header of its own, not Nats-Msg-Id: the writer
+	// sends each message once, and JetStream's de-duplication would keep a
+	// map of every id of its window for nothing.
+	// Set directly: the keys are canonical already.
+	m.Header[headerID] = []string{e.id}
+	if e.received != "" {
+		m.Header[bus.HeaderReceivedAt] = []string{e.received}
+	} else {
+		m.Header[bus.HeaderReceivedAt] = []string{e.at.UTC().Format(time.RFC3339Nano)}
+	}
+	if e.source != "" {
+		m.Header[bus.HeaderSource] = []string{e.source}
+	}
+	return m, nil
+}
+
+// lost counts n messages left out of the history and marks it degraded,
+// logging at most every 10 seconds.
+func (h *History) lost(reason string, n int, err error) {
+	h.metrics.lost.WithLabelValues(reason).Add(float64(n))
+	why := reason + ": " + err.Error()
+	h.degradedMu.Lock()
+	defer h.degradedMu.Unlock()
+	now := time.Now()
+	if h.degraded == "" || now.Sub(h.loggedAt) >= 10*time.Second {
+		h.log.Warn().Err(err).Str("reason", reason).Msg("history degraded: messages left out of the history; live traffic is unaffected")
+		h.loggedAt = now
+	}
+	h.degraded = why
+}
+
+func (h *History) recovered() {
+	h.degradedMu.Lock()
+	defer h.degradedMu.Unlock()
+	if h.degraded != "" {
+		h.log.Info().Msg("history recovered: messages are stored again")
+		h.degraded = ""
+	}
+}
+
+// Status is "ok", or "degraded: " and why messages are being left out of
+// the history (for /readyz, which stays ready: live traffic is unaffected).
+func (h *History) Status() string {
+	h.degradedMu.Lock()
+	why := h.degraded
+	h.degradedMu.Unlock()
+	switch {
+	case !h.st.up():
+		return "degraded: the history store is not connected"
+	case why != "":
+		return "degraded: " + why
+	}
+	return "ok"
+}
+
+// caughtUp waits until the writer has finished every message accepted
+// before n was read, or ctx is done. The writer gives up on a batch after
+// storeTimeout, so this is bounded too.
+func (h *History) caughtUp(ctx context.Context, n uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*storeTimeout+time.Second)
+	defer cancel()
+	for {
+		p := *h.progress.Load()
+		if h.written.Load() >= n {
+			return nil
+		}
+		select {
+		case <-p:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the writer is behind: %w", ErrUnavailable, ctx.Err())
+		case <-h.done:
+			return fmt.Errorf("%w: closed", ErrUnavailable)
+		}
+	}
+}
+
+// Close lets the writer write what is queued, until ctx is done, and closes
+// the store. Call it after the broker has closed, so that nothing is
+// recorded any more.
+func (h *History) Close(ctx context.Context) error {
+	h.closeMu.Do(func() {
+		close(h.stop)
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+		}
+		h.st.close()
+	})
+	return nil
+}
+
+// Start does nothing: Open started the writer. It is there for the one
+// lifecycle shape.
+func (h *History) Start(context.Context) error { return nil }

@@ -1,0 +1,216 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/testkit"
+)
+
+func open(t testing.TB, cfg Config) (*History, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	h, err := Open(t.Context(), cfg, Options{DataDir: t.TempDir(), Registerer: reg, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
+	return h, reg
+}
+
+func replayTopics(t *testing.T, h *History, q Query) []string {
+	t.Helper()
+	var got []string
+	if _, err := h.Replay(t.Context(), q, func(r Record) error {
+		got = append(got, r.Topic)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func metricValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 0 || m.GetLabel()[0].GetValue() == label {
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no metric %s{%s}", name, label)
+	return 0
+}
+
+// TestRetentionBySize keeps the newest messages within max_bytes, drops the
+// oldest, and counts them as dropped for size.
+func TestRetentionBySize(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxBytes = bytesize.MiB
+	h, reg := open(t, cfg)
+	payload := []byte(`"` + strings.Repeat("x", 4000) + `"`)
+	const n = 600 // about 2.4 MB
+	for i := range n {
+		h.Record(&bus.Message{Topic: fmt.Sprintf("test/%d", i), Payload: payload})
+	}
+	testkit.Eventually(t, func() bool { return h.written.Load() == n }, "%d messages written", n)
+	if lost := testutil.ToFloat64(h.metrics.lost.WithLabelValues("store_error")); lost != 0 {
+		t.Fatalf("%v messages lost", lost)
+	}
+	got := replayTopics(t, h, Query{Filters: []string{"#"}})
+	if len(got) == 0 || len(got) >= n || got[len(got)-1] != fmt.Sprintf("test/%d", n-1) {
+		t.Fatalf("after %d messages of 4 KB within 1 MiB, %d kept, the last %v", n, len(got), got[len(got)-1:])
+	}
+	if want := fmt.Sprintf("test/%d", n-len(got)); got[0] != want {
+		t.Fatalf("the oldest kept is %s, want %s: the oldest go first", got[0], want)
+	}
+	if b := metricValue(t, reg, "firehose_history_bytes", ""); b > float64(bytesize.MiB) {
+		t.Fatalf("the stream holds %v bytes, over max_bytes", b)
+	}
+	if dropped := metricValue(t, reg, "firehose_history_removed_total", "size"); dropped != float64(n-len(got)) {
+		t.Fatalf("removed for size: %v, want %d", dropped, n-len(got))
+	}
+}
+
+// TestRetentionByAge drops messages older than max_age, and counts them as
+// dropped for age.
+func TestRetentionByAge(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxAge = time.Second
+	h, reg := open(t, cfg)
+	for i := range 10 {
+		h.Record(&bus.Message{Topic: fmt.Sprintf("test/%d", i), Payload: []byte("{}")})
+	}
+	testkit.Eventually(t, func() bool { return h.written.Load() == 10 }, "10 messages written")
+	if kept := metricValue(t, reg, "firehose_history_messages", ""); kept == 0 {
+		t.Fatal("nothing stored")
+	}
+	testkit.Eventually(t, func() bool { return metricValue(t, reg, "firehose_history_messages", "") == 0 },
+		"the messages to age out")
+	if got := replayTopics(t, h, Query{Filters: []string{"#"}}); len(got) != 0 {
+		t.Fatalf("replay after max_age: %v", got)
+	}
+	if dropped := metricValue(t, reg, "firehose_history_removed_total", "age"); dropped != 10 {
+		t.Fatalf("removed for age: %v, want 10", dropped)
+	}
+}
+
+// TestWildcardsMeanWhatTheyMeanOnTheBus replays with MQTT filters over
+// topics with escaped levels, dots and the parent of a "/#" filter.
+func TestWildcardsMeanWhatTheyMeanOnTheBus(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	all := []string{
+		"chef/org/web%2F1/run/failure", "chef/org/db.example.org/run/failure", "chef/org/db/run/success",
+		"chef", "chef/org", "ansible/playbook/u/action/finish/FAILED", "x/%2B/%23", "x/*/>", "$SYS/broker/uptime",
+	}
+	for _, topic := range all {
+		h.Record(&bus.Message{Topic: topic, Payload: []byte("1")})
+	}
+	// "#" leaves out $ topics, as on the bus: they are not even queued.
+	testkit.Eventually(t, func() bool { return h.written.Load() == uint64(len(all)-1) }, "written")
+	for _, c := range []struct {
+		filters []string
+		want    string
+	}{
+		{[]string{"chef/+/+/run/failure"}, "chef/org/web%2F1/run/failure chef/org/db.example.org/run/failure"},
+		{[]string{"chef/#"}, "chef/org/web%2F1/run/failure chef/org/db.example.org/run/failure chef/org/db/run/success chef chef/org"},
+		{[]string{"chef/org/db.example.org/#"}, "chef/org/db.example.org/run/failure"},
+		{[]string{"x/%2B/#", "x/+/>"}, "x/%2B/%23 x/*/>"},
+		{[]string{"#"}, strings.Join(all[:len(all)-1], " ")}, // not $ topics
+		{[]string{"chef/#", "chef/+/+/run/failure"}, "chef/org/web%2F1/run/failure chef/org/db.example.org/run/failure chef/org/db/run/success chef chef/org"},
+	} {
+		if got := strings.Join(replayTopics(t, h, Query{Filters: c.filters}), " "); got != c.want {
+			t.Errorf("%v: %s\nwant %s", c.filters, got, c.want)
+		}
+	}
+}
+
+// TestRecordNeverWaits fills the queue with the writer stuck: Record
+// returns at once, and what does not fit is counted as lost.
+func TestRecordNeverWaits(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.QueueSize = 4
+	h, _ := open(t, cfg)
+	h.st.server.Shutdown() // the store is gone; the writer waits on it no more than storeTimeout per batch
+	for i := range 100 {
+		h.Record(&bus.Message{Topic: fmt.Sprintf("test/%d", i), Payload: []byte("1")})
+	}
+	if lost := testutil.ToFloat64(h.metrics.lost.WithLabelValues("queue_full")) + testutil.ToFloat64(h.metrics.lost.WithLabelValues("store_error")); lost == 0 {
+		t.Fatal("nothing counted as lost")
+	}
+	testkit.Eventually(t, func() bool { return strings.HasPrefix(h.Status(), "degraded: ") }, "status degraded")
+}
+
+func TestSubjectsOverlap(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"p.a.>", "p.a", false},
+		{"p.a.>", "p.a.b", true},
+		{"p.*.b", "p.a.*", true},
+		{"p.a", "p.b", false},
+		{"p.>", "p.a.b.c", true},
+		{"p.a.b", "p.a", false},
+	} {
+		if got := subjectsOverlap(c.a, c.b); got != c.want {
+			t.Errorf("%s %s: %v", c.a, c.b, got)
+		}
+		if got := subjectsOverlap(c.b, c.a); got != c.want {
+			t.Errorf("%s %s: %v", c.b, c.a, got)
+		}
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	now := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"2h":                   now.Add(-2 * time.Hour),
+		"90m":                  now.Add(-90 * time.Minute),
+		"3d":                   now.Add(-72 * time.Hour),
+		"2026-11-27T22:00:00Z": time.Date(2026, 11, 27, 22, 0, 0, 0, time.UTC),
+	} {
+		got, err := ParseTime(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("%s: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-2h", "yesterday", "2026-11-27"} {
+		if _, err := ParseTime(bad, now); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func FuzzParseTime(f *testing.F) {
+	for _, s := range []string{"2h", "3d", "2026-11-27T22:00:00Z", "-1d", "99999999999d"} {
+		f.Add(s)
+	}
+	now := time.Now()
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseTime(s, now)
+		if err == nil && got.After(now) && !strings.Contains(s, "T") {
+			t.Fatalf("%q: a duration back from now gave a later time %v", s, got)
+		}
+	})
+}

@@ -1,0 +1,411 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/topics"
+)
+
+// Query says which messages to read back.
+type Query struct {
+	// Filters are MQTT topic filters; a message matching any is read.
+	// They mean what they mean on the bus ("#" leaves out $ topics).
+	Filters []string
+	// Since and Until bound the messages' store time; a zero Since means
+	// the oldest kept, a zero Until means now (and Follow goes on live).
+	Since, Until time.Time
+	// Limit, when above zero, ends the replay after so many messages.
+	Limit int
+	// Last, when above zero, replays only the last so many messages that
+	// match (and at most 64 MiB of their payloads), for a view that shows
+	// the latest rows: the window from Since is read, and its tail kept.
+	Last int
+	// BestEffort makes Follow go on live when the store cannot be read,
+	// with Result.ReplayErr saying why the replay is missing or cut short:
+	// for live views, which would rather lose the past than the present.
+	BestEffort bool
+}
+
+// Record is one message read back.
+type Record struct {
+	// ID is the message's de-duplication id (its Nats-Msg-Id): the same
+	// for a resent message, unique otherwise.
+	ID     string
+	Topic  string
+	Source string
+	// Time is when the bridge received the message.
+	Time    time.Time
+	Payload []byte
+	// Live is set for messages Follow hands on after the replay.
+	Live bool
+}
+
+// Result says how a replay ended.
+type Result struct {
+	// Replayed counts the messages read from the store.
+	Replayed int
+	// Truncated is set when Limit ended the replay before the last match.
+	Truncated bool
+	// ReplayErr is why a BestEffort replay is missing or cut short.
+	ReplayErr error
+}
+
+// Bounds of the live messages waiting for one follower.
+const (
+	maxFollowerBuffer = 1 << 16
+	maxFollowerBytes  = 32 << 20
+)
+
+// follower is a live reader of Record's messages: they wait in pending,
+// under mu, until it takes them.
+type follower struct {
+	filters []string
+	mu      sync.Mutex
+	pending []entry
+	bytes   int
+	ids     map[string]int // ids in pending, while the replay needs them; nil after
+	behind  bool           // pending overflowed: the follower ends
+	wake    chan struct{}
+}
+
+// offer queues e if it matches; called under History.mu, it never blocks.
+func (f *follower) offer(e entry) {
+	if !matchAny(f.filters, e.topic) {
+		return
+	}
+	f.mu.Lock()
+	switch {
+	case f.behind:
+	case len(f.pending) >= maxFollowerBuffer || f.bytes+len(e.payload) > maxFollowerBytes:
+		f.behind, f.pending, f.ids = true, nil, nil
+	default:
+		f.pending = append(f.pending, e)
+		f.bytes += len(e.payload)
+		if f.ids != nil {
+			f.ids[e.id]++
+		}
+	}
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// live reports whether the replay should leave id to the live messages.
+func (f *follower) live(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ids[id] > 0
+}
+
+// take returns what is pending.
+func (f *follower) take() ([]entry, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pending
+	f.pending, f.ids, f.bytes = nil, nil, 0
+	return p, f.behind
+}
+
+func matchAny(filters []string, topic string) bool {
+	for _, flt := range filters {
+		if topics.Match(flt, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// Replay hands fn, in the order they were recorded, the stored messages
+// that q matches, up to the last one stored when it was called. It ends
+// early with fn's error.
+func (h *History) Replay(ctx context.Context, q Query, fn func(Record) error) (Result, error) {
+	h.mu.Lock()
+	n := h.accepted
+	h.mu.Unlock()
+	if err := h.caughtUp(ctx, n); err != nil {
+		return Result{}, err
+	}
+	return h.replay(ctx, q, nil, fn)
+}
+
+// Follow replays as Replay does, then, unless q has an Until, hands fn
+// every matching message as it is recorded, until ctx is done: with no gap
+// and no duplicate between the two, and in the order Record was handed
+// them. The live part does not depend on the store: a message left out of
+// the history still comes. It returns ctx's error, fn's, or an error
+// wrapping ErrBehind when fn is too slow for the bus. A replay that Limit
+// cut does not go on live, as that would leave a gap: Result says so.
+// replayed, when not nil, is called between the replay and the live part
+// (and is the place to flush what the replay wrote).
+func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, replayed func(Result) error) (Result, error) {
+	if !q.Until.IsZero() {
+		res, err := h.Replay(ctx, q, fn)
+		if err == nil && replayed != nil {
+			err = replayed(res)
+		}
+		return res, err
+	}
+	// Live first, into a buffer; then the store up to where live began:
+	// every message accepted before the follower is in the store (or lost)
+	// once the writer has caught up, and those after it, which the store
+	// may hold too, are left to the live part by their id.
+	f := &follower{filters: q.Filters, ids: map[string]int{}, wake: make(chan struct{}, 1)}
+	h.mu.Lock()
+	h.followers[f] = struct{}{}
+	h.nFollowers.Add(1)
+	n := h.accepted
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.followers, f)
+		h.nFollowers.Add(-1)
+		h.mu.Unlock()
+	}()
+	var res Result
+	err := h.caughtUp(ctx, n)
+	if err == nil {
+		res, err = h.replay(ctx, q, f, fn)
+	}
+	if q.BestEffort && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		res.ReplayErr, err = err, nil
+	}
+	if err == nil && replayed != nil {
+		err = replayed(res)
+	}
+	if err != nil || res.Truncated {
+		return res, err
+	}
+	for {
+		pending, behind := f.take()
+		if behind {
+			return res, fmt.Errorf("history: live messages: %w", ErrBehind)
+		}
+		for i := range pending {
+			e := &pending[i]
+			if err := fn(Record{ID: e.id, Topic: e.topic, Source: e.source, Time: e.time(), Payload: e.payload, Live: true}); err != nil {
+				return res, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-f.wake:
+		}
+	}
+}
+
+// replay reads the store up to its last message now, skipping what f (when
+// not nil) holds as live.
+func (h *History) replay(ctx context.Context, q Query, f *follower, fn func(Record) error) (Result, error) {
+	var res Result
+	st, err := h.st.state(ctx)
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	last := st.LastSeq
+	if st.Msgs == 0 {
+		return res, nil
+	}
+	cc := jetstream.ConsumerConfig{
+		AckPolicy:         jetstream.AckNonePolicy,
+		FilterSubjects:    h.subjects(q.Filters),
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: time.Minute,
+		MemoryStorage:     true,
+		Replicas:          1,
+	}
+	if !q.Since.IsZero() {
+		since := q.Since
+		cc.DeliverPolicy, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	cons, err := h.st.js.CreateConsumer(cctx, h.cfg.Stream, cc)
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		defer cancel()
+		_ = h.st.js.DeleteConsumer(dctx, h.cfg.Stream, cons.CachedInfo().Name)
+	}()
+	if cons.CachedInfo().NumPending == 0 {
+		return res, nil
+	}
+	var tail *ring
+	if q.Last > 0 {
+		tail = &ring{max: q.Last}
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(512))
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			return res, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return res, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		seq := meta.Sequence.Stream
+		if seq > last || !q.Until.IsZero() && meta.Timestamp.After(q.Until) {
+			return res, tail.emit(&res, fn)
+		}
+		if r, ok := h.record(m, meta); ok && matchAny(q.Filters, r.Topic) && (f == nil || !f.live(r.ID)) {
+			switch {
+			case tail != nil:
+				tail.add(r)
+			case q.Limit > 0 && res.Replayed >= q.Limit:
+				res.Truncated = true
+				return res, nil
+			default:
+				if err := fn(r); err != nil {
+					return res, err
+				}
+				res.Replayed++
+			}
+		}
+		if seq == last || meta.NumPending == 0 {
+			return res, tail.emit(&res, fn)
+		}
+	}
+}
+
+// record turns a stored message back into a Record.
+func (h *History) record(m jetstream.Msg, meta *jetstream.MsgMetadata) (Record, bool) {
+	topic, err := topics.FromSubject(h.cfg.SubjectPrefix, m.Subject())
+	if err != nil {
+		return Record{}, false
+	}
+	hd := m.Headers()
+	r := Record{ID: hd.Get(headerID), Topic: topic, Source: hd.Get(bus.HeaderSource), Time: meta.Timestamp, Payload: m.Data()}
+	if t, err := time.Parse(time.RFC3339Nano, hd.Get(bus.HeaderReceivedAt)); err == nil {
+		r.Time = t
+	}
+	return r, true
+}
+
+// subjects maps filters to the consumer's subject filters, as routes map
+// them; the store may hand more (the caller matches each message again, for
+// MQTT's own rules), never fewer. "a/#" matches "a" in MQTT, so it also
+// asks for "a"'s subject. Overlapping subjects are refused by JetStream:
+// then every subject is read.
+func (h *History) subjects(filters []string) []string {
+	all := []string{h.cfg.SubjectPrefix + ".>"}
+	var out []string
+	for _, f := range filters {
+		s, err := topics.FilterToSubject(h.cfg.SubjectPrefix, f)
+		if err != nil {
+			return all
+		}
+		out = append(out, s)
+		if parent, ok := cutHash(f); ok {
+			if p, err := topics.FilterToSubject(h.cfg.SubjectPrefix, parent); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	for i := range out {
+		for j := range i {
+			if subjectsOverlap(out[i], out[j]) {
+				return all
+			}
+		}
+	}
+	return out
+}
+
+// cutHash returns "a/b" for "a/b/#".
+func cutHash(f string) (string, bool) {
+	if len(f) > 2 && f[len(f)-2:] == "/#" {
+		return f[:len(f)-2], true
+	}
+	return "", false
+}
+
+// subjectsOverlap reports whether two NATS subject filters can match one subject.
+func subjectsOverlap(a, b string) bool {
+	ta, tb := splitTokens(a), splitTokens(b)
+	for i := 0; ; i++ {
+		switch {
+		case i == len(ta) && i == len(tb):
+			return true
+		case i < len(ta) && ta[i] == ">":
+			return i < len(tb)
+		case i < len(tb) && tb[i] == ">":
+			return i < len(ta)
+		case i == len(ta) || i == len(tb):
+			return false
+		case ta[i] != tb[i] && ta[i] != "*" && tb[i] != "*":
+			return false
+		}
+	}
+}
+
+func splitTokens(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}
+
+// maxTailBytes bounds the payloads a Query.Last replay holds.
+const maxTailBytes = 64 << 20
+
+// ring keeps the last max records added, and at most maxTailBytes of
+// their payloads.
+type ring struct {
+	max     int
+	records []Record
+	bytes   int
+}
+
+func (t *ring) add(r Record) {
+	r.Payload = append([]byte(nil), r.Payload...) // the consumer reuses nothing, but the message goes
+	t.records = append(t.records, r)
+	t.bytes += len(r.Payload)
+	drop := 0
+	for len(t.records)-drop > t.max || t.bytes > maxTailBytes && drop < len(t.records)-1 {
+		t.bytes -= len(t.records[drop].Payload)
+		drop++
+	}
+	if drop > 0 {
+		t.records = append(t.records[:0], t.records[drop:]...)
+	}
+}
+
+// emit hands fn what the ring kept; a nil ring has nothing.
+func (t *ring) emit(res *Result, fn func(Record) error) error {
+	if t == nil {
+		return nil
+	}
+	for _, r := range t.records {
+		if err := fn(r); err != nil {
+			return err
+		}
+		res.Replayed++
+	}
+	return nil
+}
