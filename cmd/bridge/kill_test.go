@@ -124,7 +124,7 @@ broker:
 	}
 	p.Kill() // no clean stop: what was acked must be on disk already
 
-	p = start()
+	start()
 	sub := testkit.Connect(t, "tcp://"+mqttAddr, testkit.ClientOptions{})
 	msgs := sub.Subscribe("chef/+/+/status", 1)
 	seen := map[string]bool{}
