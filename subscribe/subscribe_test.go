@@ -244,3 +244,45 @@ func TestBadFlags(t *testing.T) {
 		t.Errorf("--help: %d %q", code, errOut.String())
 	}
 }
+
+// TestSurvivesABrokerRestart: bridge sub reconnects when the bridge
+// restarts, says so on stderr, subscribes again and prints what is
+// published after the restart. --count counts across the connections, and
+// the retained status the new broker sends again, unchanged, is not
+// printed (nor counted) twice.
+func TestSurvivesABrokerRestart(t *testing.T) {
+	addr := testkit.FreePort(t)
+	onAddr := func(cfg *broker.Config) { cfg.Listeners[0].Address = addr }
+	first := testbus.Start(t, onAddr)
+	retained := bus.Message{Topic: "chef/acme/web01/status", Payload: []byte(status), QoS: 1, Retain: true}
+	if err := first.Publish(context.Background(), retained); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, wait := sub(t, "--url", "tcp://"+addr, "--count", "3", "--color", "never", "chef/#")
+	testkit.Eventually(t, func() bool { return strings.Contains(out.String(), "web01/status") }, "the retained status")
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool { return strings.Contains(errOut.String(), "lost the connection") }, "bridge sub to notice the restart")
+
+	second := testbus.Start(t, onAddr)
+	if err := second.Publish(context.Background(), retained); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool { return strings.Contains(errOut.String(), "subscribed again") }, "bridge sub to subscribe again; stderr: %s", errOut)
+	for _, node := range []string{"web02", "web03"} {
+		if err := second.Publish(context.Background(), bus.Message{Topic: "chef/acme/" + node + "/run/start", Payload: []byte(`{"n":1}`), QoS: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := wait(); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "web01/status (retained)") || !strings.Contains(lines[1], "web02/run/start") || !strings.Contains(lines[2], "web03/run/start") {
+		t.Fatalf("want the retained status once, then both runs after the restart; got:\n%s", out)
+	}
+	if want := "bridge sub: lost the connection to tcp://" + addr + ": EOF; reconnecting\n"; !strings.HasPrefix(errOut.String(), want) {
+		t.Errorf("stderr %q, want it to start %q", errOut, want)
+	}
+}
