@@ -110,7 +110,9 @@ back-off, and the filters subscribed again; stderr says so.
 
 Flags:
 `)
+	fs.SetOutput(w) // parse writes nowhere: its errors are ours
 	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
 }
 
 func parse(args []string, stderr io.Writer, lookupEnv func(string) (string, bool)) (options, int, bool) {

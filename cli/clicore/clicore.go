@@ -198,7 +198,7 @@ func (p *Program) usage(w io.Writer, prog string) {
 	fmt.Fprintf(tw, "  help [command|env]\tthis text, a command's flags, or the FIREHOSE_* variables\n")
 	_ = tw.Flush()
 	fmt.Fprintf(w, `
-Flags of run (check and health take the same):
+Flags of run (check takes the same; health --config, -c and --http-address):
 `)
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(w)
@@ -249,13 +249,20 @@ type settings struct {
 
 // runFlags adds --config and the address flags to fs.
 func (p *Program) runFlags(fs *flag.FlagSet, env Env) *settings {
+	s := p.configFlags(fs, env)
+	s.mqttAddr = fs.String("mqtt-address", "", "the MQTT (tcp, no TLS) listener's `host:port`; \"\" removes it ($FIREHOSE_MQTT_ADDRESS)")
+	s.wsAddr = fs.String("ws-address", "", "the MQTT over WebSocket (no TLS) listener's `host:port`; \"\" removes it ($FIREHOSE_WS_ADDRESS)")
+	return s
+}
+
+// configFlags adds --config and --http-address to fs: all that health
+// reads of the config.
+func (p *Program) configFlags(fs *flag.FlagSet, env Env) *settings {
 	def, _ := env.LookupEnv("FIREHOSE_CONFIG")
 	s := &settings{fs: fs, lookupEnv: env.LookupEnv, program: p}
 	s.path = fs.String("config", def, "YAML config `file` (default $FIREHOSE_CONFIG; none means built-in defaults)")
 	fs.StringVar(s.path, "c", def, "shorthand for --config")
 	s.httpAddr = fs.String("http-address", "", "HTTP listener `host:port` (http.address; $FIREHOSE_HTTP_ADDRESS)")
-	s.mqttAddr = fs.String("mqtt-address", "", "the MQTT (tcp, no TLS) listener's `host:port`; \"\" removes it ($FIREHOSE_MQTT_ADDRESS)")
-	s.wsAddr = fs.String("ws-address", "", "the MQTT over WebSocket (no TLS) listener's `host:port`; \"\" removes it ($FIREHOSE_WS_ADDRESS)")
 	return s
 }
 
