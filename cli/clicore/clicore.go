@@ -92,6 +92,8 @@ type Loaded struct {
 	Warnings func() []string
 	// Config is the program's own config, for its Run.
 	Config any
+	// Sources name the flags and variables behind keys, in Run's error.
+	Sources configcore.Sources
 }
 
 // Program is one binary.
@@ -328,7 +330,7 @@ func (p *Program) runCommand() Command {
 			log.Info().Str("version", in.Version).Str("commit", in.Commit).Str("go", in.GoVersion).
 				Str("config", orDefaults(*s.path)).Msg("starting " + prog)
 			if err := p.Run(env.Context, cfg, log); err != nil {
-				fmt.Fprintf(env.Stderr, "%s: %v\n", prog, indent(err))
+				fmt.Fprintf(env.Stderr, "%s: %v\n", prog, indent(cfg.Sources.Name(err)))
 				return ExitError
 			}
 			return ExitOK

@@ -48,7 +48,8 @@ type Config struct {
 	ConfigDB  any `yaml:"configdb"`
 	Dashboard any `yaml:"dashboard"`
 
-	given map[string]bool
+	given   map[string]bool
+	sources configcore.Sources
 }
 
 // BridgeOnlyKeys are the top-level keys of the bridge's file that cmd/broker
@@ -70,6 +71,9 @@ func Default() Config {
 
 // Given reports whether the config file wrote key, as config.Config.Given.
 func (c *Config) Given(key string) bool { return c.given[key] }
+
+// Sources are the keys flags and variables set, as config.Config.Sources.
+func (c *Config) Sources() configcore.Sources { return c.sources }
 
 // BridgeOnly lists the bridge's sections the file gives, which cmd/broker
 // ignores, in BridgeOnlyKeys' order.
@@ -106,6 +110,6 @@ func Load(path string, opts configcore.Options) (*Config, error) {
 // Parse decodes YAML over cfg, which holds the defaults, as config.Parse does.
 func Parse(data []byte, cfg *Config, opts configcore.Options) error {
 	var err error
-	cfg.given, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
+	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
 	return err
 }
