@@ -390,15 +390,11 @@ func passwdCommand() Command {
 			if code, ok := ParseFlags(fs, args); !ok {
 				return code
 			}
-			if f, ok := env.Stdin.(*os.File); ok && terminal.Is(f) {
-				fmt.Fprint(env.Stderr, "Password (echoed): ")
-			}
-			line, err := bufio.NewReader(env.Stdin).ReadString('\n')
-			if err != nil && !errors.Is(err, io.EOF) {
+			password, err := readPassword(env)
+			if err != nil {
 				fmt.Fprintf(env.Stderr, "%s passwd: %v\n", prog, err)
 				return ExitError
 			}
-			password := strings.TrimRight(line, "\r\n")
 			if password == "" {
 				fmt.Fprintf(env.Stderr, "%s passwd: empty password; pipe one in, e.g. `printf %%s \"$PASS\" | %s passwd`\n", prog, prog)
 				return ExitUsage
@@ -411,6 +407,22 @@ func passwdCommand() Command {
 			fmt.Fprintln(env.Stdout, string(hash))
 			return ExitOK
 		}}
+}
+
+// readPassword reads passwd's password: typed at a terminal, without echo;
+// else the first line of stdin.
+func readPassword(env Env) (string, error) {
+	if f, ok := env.Stdin.(*os.File); ok && terminal.Is(f) {
+		fmt.Fprint(env.Stderr, "Password: ")
+		password, err := terminal.ReadSecret(env.Context, f)
+		fmt.Fprintln(env.Stderr) // the Enter typed was not echoed either
+		return password, err
+	}
+	line, err := bufio.NewReader(env.Stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
 }
 
 func versionCommand() Command {
