@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -52,5 +53,23 @@ func BenchmarkFleetQuery10k(b *testing.B) {
 		topic := fmt.Sprintf("chef/o/n%05d/status", i%10000)
 		f.set(topic, &Node{Topic: topic, Name: topic, Status: "failure", end: now})
 		f.query(FleetQuery{Limit: 300})
+	}
+}
+
+// An empty fleet's page has empty arrays, not nulls: the page's script
+// reads them as arrays (a null stopped the view before its empty state).
+func TestAnEmptyFleetPageHasArrays(t *testing.T) {
+	b, err := json.Marshal(newFleet().query(FleetQuery{Limit: 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page map[string]any
+	if err := json.Unmarshal(b, &page); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"orgs", "policy_groups", "rows"} {
+		if _, ok := page[k].([]any); !ok {
+			t.Errorf("%s is %v in %s, want an array", k, page[k], b)
+		}
 	}
 }
