@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +287,43 @@ func TestSurvivesABrokerRestart(t *testing.T) {
 	}
 	if want := "bridge sub: lost the connection to tcp://" + addr + ": EOF; reconnecting\n"; !strings.HasPrefix(errOut.String(), want) {
 		t.Errorf("stderr %q, want it to start %q", errOut, want)
+	}
+}
+
+// TestRetainedOnlyAcrossAReconnect feeds print two connections' messages as
+// a broker sends them: the retained ones again after the reconnect. With
+// --retained-only, each retained value is printed once, a changed one
+// again, and the first live message still ends it.
+func TestRetainedOnlyAcrossAReconnect(t *testing.T) {
+	var out bytes.Buffer
+	p := printer{w: &out, format: "raw"}
+	o := options{retainedOnly: true}
+	seen := &progress{retained: map[string]uint64{}}
+	msg := func(topic, payload string, retained bool) received {
+		return received{topic: topic, payload: []byte(payload), retained: retained}
+	}
+	first := make(chan received, 4)
+	first <- msg("chef/a/web01/status", "1", true)
+	first <- msg("chef/a/web02/status", "1", true)
+	lost := make(chan error, 1)
+	go func() {
+		// The drop comes once both were printed: print takes messages in order.
+		for len(first) > 0 {
+			runtime.Gosched()
+		}
+		lost <- io.EOF
+	}()
+	if err := seen.print(context.Background(), o, &p, first, lost); !errors.As(err, new(errLost)) {
+		t.Fatalf("the first connection: %v, want it lost", err)
+	}
+	second := make(chan received, 4)
+	second <- msg("chef/a/web01/status", "1", true) // unchanged
+	second <- msg("chef/a/web02/status", "2", true) // changed while we were away
+	second <- msg("chef/a/web03/run/start", "live", false)
+	if err := seen.print(context.Background(), o, &p, second, make(chan error)); err != nil {
+		t.Fatalf("the second connection: %v", err)
+	}
+	if got := out.String(); got != "1\n1\n2\n" {
+		t.Fatalf("printed %q, want each retained value once and the changed one again", got)
 	}
 }
