@@ -135,7 +135,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		}
 		b.publisher = &fittedPublisher{router: b.router, next: b.external}
 	default:
-		if b.broker, err = broker.New(cfg.Broker, broker.Options{Logger: log, Registerer: b.registry}); err != nil {
+		if b.broker, err = broker.New(brokerConfig(cfg), broker.Options{Logger: log, Registerer: b.registry}); err != nil {
 			return nil, err
 		}
 		if len(cfg.Routes) > 0 {
@@ -364,3 +364,14 @@ func (b *Bridge) Broker() *broker.Broker { return b.broker }
 // then the broker; in external mode the external broker, whose subscriber
 // side routes.
 func (b *Bridge) Publisher() bus.Publisher { return b.publisher }
+
+// brokerConfig is the embedded broker's section, with its stores under the
+// bridge's data_dir unless broker.persistence says otherwise: the fleet's
+// retained state survives a restart by default.
+func brokerConfig(cfg config.Config) broker.Config {
+	bc := cfg.Broker
+	if bc.Persistence.Path == "" && !bc.Persistence.Memory {
+		bc.Persistence.Path = cfg.DataDir
+	}
+	return bc
+}

@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/broker/retained"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/topics"
@@ -40,7 +44,8 @@ type Broker struct {
 	gate    *gate
 	flow    *flowHook
 	drops   *dropHook
-	store   *storeHook
+	store   *storeHook // sessions, when broker.persistence.sessions is on
+	retain  *retainHook
 	metrics *metrics
 
 	listeners map[string]listeners.Listener
@@ -123,18 +128,35 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	if err := server.AddHook(b.drops, nil); err != nil {
 		return nil, fmt.Errorf("broker: drop hook: %w", err)
 	}
+	retainedDir := ""
 	if cfg.Persistence.Path != "" {
-		store, storeOpts, err := newStoreHook(cfg.Persistence, log)
+		retainedDir = filepath.Join(cfg.Persistence.Path, "retained")
+	}
+	store, err := retained.Open(retained.Options{Dir: retainedDir, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("broker.persistence.path: %w", err)
+	}
+	b.gate.retained = store
+	b.retain = newRetainHook(store, server, b.auth, cfg.MaxQueuedMessages, b.flow.droppedFor, log)
+	if err := server.AddHook(b.retain, nil); err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("broker: retained hook: %w", err)
+	}
+	b.retain.count()
+	if cfg.Persistence.Path != "" && cfg.Persistence.Sessions {
+		sessions, storeOpts, err := newStoreHook(cfg.Persistence, log)
 		if err != nil {
+			_ = b.closeHooks()
 			return nil, err
 		}
-		if err := server.AddHook(store, storeOpts); err != nil {
-			return nil, fmt.Errorf("broker.persistence.path: open %s: %w", cfg.Persistence.Path, err)
+		if err := server.AddHook(sessions, storeOpts); err != nil {
+			_ = b.closeHooks()
+			return nil, fmt.Errorf("broker.persistence.path: open %s: %w", storeOpts.Path, err)
 		}
-		b.store = store
+		b.store = sessions
 	}
 	if opts.Registerer != nil {
-		if err := b.metrics.register(opts.Registerer, server.Info); err != nil {
+		if err := b.metrics.register(opts.Registerer, server.Info, b.RetainedCount); err != nil {
 			_ = b.closeHooks()
 			return nil, fmt.Errorf("broker: metrics: %w", err)
 		}
@@ -210,10 +232,12 @@ func (b *Broker) AddHook(hook mqtt.Hook) error {
 }
 
 // Publish publishes through the inline client. mochi hands each message to
-// every matching subscriber's queue before InjectPacket returns, so a nil error
-// means the broker has the message. Topics are checked here because mochi
+// every matching subscriber's queue before InjectPacket returns, and Publish
+// returns once the retained messages among msgs are on disk, so a nil error
+// means the broker has the messages. Topics are checked here because mochi
 // skips validation for its inline client.
 func (b *Broker) Publish(ctx context.Context, msgs ...bus.Message) error {
+	retained := false
 	for i := range msgs {
 		m := &msgs[i]
 		if err := ctx.Err(); err != nil {
@@ -243,6 +267,16 @@ func (b *Broker) Publish(ctx context.Context, msgs ...bus.Message) error {
 		if err := b.server.InjectPacket(b.inline, pk); err != nil {
 			return fmt.Errorf("publish %s: %w: %w", m.Topic, bus.ErrUnavailable, err)
 		}
+		if m.Retain {
+			retained = true
+		}
+	}
+	if retained {
+		// The fleet's state is safe once on disk; concurrent publishers
+		// share the sync.
+		if err := b.retain.store.Durable(ctx, b.retain.store.Written()); err != nil {
+			return fmt.Errorf("publish: retained message not on disk: %w: %w", bus.ErrUnavailable, err)
+		}
 	}
 	return nil
 }
@@ -251,25 +285,63 @@ func (b *Broker) Publish(ctx context.Context, msgs ...bus.Message) error {
 // through the inline client: first the retained messages that match (with
 // Retain set), on the caller's goroutine, before Subscribe returns; then every
 // matching message as it is published (Retain false), on the publisher's
-// goroutine, so fn must not block and must copy Payload to keep it. As for any
-// subscriber, "#" and "+" do not match "$" topics. id must be unique among the
-// broker's inline subscriptions to the same filter; the returned function ends
-// the subscription.
+// goroutine, so fn must not block and must copy Payload to keep it. A
+// message published while the retained ones are read is handed on after
+// them, so fn never sees a topic's retained message after a newer one. As
+// for any subscriber, "#" and "+" do not match "$" topics. id must be unique
+// among the broker's inline subscriptions to the same filter; the returned
+// function ends the subscription.
 func (b *Broker) Subscribe(id int, filter string, fn func(bus.Message)) (unsubscribe func(), err error) {
-	var replaying atomic.Bool
+	var (
+		mu        sync.Mutex
+		replaying atomic.Bool
+		pending   []bus.Message
+	)
 	replaying.Store(true)
 	dollar := strings.HasPrefix(filter, "$")
 	handler := func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) {
 		if !dollar && strings.HasPrefix(pk.TopicName, "$") {
 			return // mochi hands inline subscribers of "#" its $SYS topics too
 		}
-		fn(bus.Message{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: replaying.Load() && pk.FixedHeader.Retain})
+		m := bus.Message{Topic: pk.TopicName, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: dollar && replaying.Load() && pk.FixedHeader.Retain}
+		if replaying.Load() {
+			mu.Lock()
+			if replaying.Load() {
+				m.Payload = bytes.Clone(m.Payload)
+				pending = append(pending, m)
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+		}
+		fn(m)
 	}
 	if err := b.server.Subscribe(filter, id, handler); err != nil {
 		return nil, fmt.Errorf("subscribe %q: %w", filter, err)
 	}
+	err = b.retain.store.Scan(context.Background(), filter, func(r retained.Message) error {
+		var pk packets.Packet
+		if err := decodeStored(r.Value, &pk); err != nil {
+			return nil
+		}
+		fn(bus.Message{Topic: r.Topic, Payload: pk.Payload, QoS: pk.FixedHeader.Qos, Retain: true})
+		return nil
+	})
+	// What was published meanwhile follows, in order; then fn is called
+	// directly.
+	mu.Lock()
+	for _, m := range pending {
+		fn(m)
+	}
+	pending = nil
 	replaying.Store(false)
-	return func() { _ = b.server.Unsubscribe(filter, id) }, nil
+	mu.Unlock()
+	unsubscribe = func() { _ = b.server.Unsubscribe(filter, id) }
+	if err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("subscribe %q: retained messages: %w", filter, err)
+	}
+	return unsubscribe, nil
 }
 
 // userProperties turns headers into MQTT v5 user properties in key order, so
@@ -313,8 +385,18 @@ func (b *Broker) stopLogs() {
 }
 
 func (b *Broker) closeHooks() error {
+	var errs []error
 	if b.store != nil && b.store.Hook != nil {
-		return b.store.Stop()
+		errs = append(errs, b.store.Stop())
 	}
-	return nil
+	if b.retain != nil {
+		errs = append(errs, b.retain.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// RetainedCount is the number of retained messages the broker holds,
+// $SYS topics included.
+func (b *Broker) RetainedCount() int {
+	return b.server.Topics.Retained.Len() + b.retain.store.Len()
 }

@@ -173,8 +173,14 @@ func (e *External) Validate() error {
 
 // Persistence configures on-disk state.
 type Persistence struct {
-	// Path is a directory for the store (pebble). Empty disables persistence.
+	// Path is the directory of the broker's stores: retained messages in
+	// <path>/retained, sessions in <path>/sessions. Empty keeps them in
+	// memory only; the bridge fills it with its data_dir unless Memory is
+	// set.
 	Path string `yaml:"path"`
+	// Memory keeps retained messages in memory only, lost at a restart: the
+	// bridge then leaves Path empty instead of using its data_dir.
+	Memory bool `yaml:"memory"`
 	// Sessions also persists client sessions, subscriptions and in-flight QoS
 	// messages, so persistent sessions survive a restart. It costs a write per
 	// QoS 1 delivery, so it is off by default; retained messages are always kept.

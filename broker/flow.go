@@ -67,14 +67,21 @@ func (h *flowHook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	}
 	cl.Properties.Props.ReceiveMaximum = 0
 	cl.State.Inflight.ResetSendQuota(0)
-	gc.setWindow(&window{limit: rm, maxHeld: h.maxQueued, unacked: map[uint16]struct{}{}, dropped: func(topic []byte) {
+	gc.setWindow(&window{limit: rm, maxHeld: h.maxQueued, unacked: map[uint16]struct{}{}, dropped: h.droppedFor(cl)})
+	return nil
+}
+
+// droppedFor counts and logs the QoS 0 messages a connection drops for
+// client cl because broker.max_queued_messages wait: behind its Receive
+// Maximum, or behind a retained stream.
+func (h *flowHook) droppedFor(cl *mqtt.Client) func(topic []byte) {
+	return func(topic []byte) {
 		h.metrics.droppedSlow.Add(1)
 		h.warn.do(func() {
 			h.log.Warn().Str("client", cl.ID).Str("remote", cl.Net.Remote).Bytes("topic", topic).
-				Msg("dropping QoS 0 messages for a slow MQTT 5 subscriber: it has its Receive Maximum unacknowledged and broker.max_queued_messages wait behind them")
+				Msg("dropping QoS 0 messages for a slow subscriber: broker.max_queued_messages wait behind its Receive Maximum or its retained messages")
 		})
-	}})
-	return nil
+	}
 }
 
 // window is one connection's Receive Maximum; gatedConn guards it with its
@@ -140,6 +147,12 @@ func (w *window) acked(id uint16) []byte {
 		return nil
 	}
 	delete(w.unacked, id)
+	return w.release()
+}
+
+// release returns the held packets that may go now, concatenated (nil if
+// none).
+func (w *window) release() []byte {
 	var out []byte
 	for len(w.held) > 0 {
 		_, pub := packetAt(w.held[0])

@@ -14,6 +14,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/broker/retained"
 )
 
 // The gate is the pre-authentication budget of every listener (TCP, TLS,
@@ -47,6 +49,9 @@ type gate struct {
 	// disconnect ends a client that sent a packet over maxPacket, through
 	// mochi (which writes the DISCONNECT from its own writer).
 	disconnect func(cl *mqtt.Client, code packets.Code)
+	// retained is the store whose syncs release the acks of retained
+	// publishes (see ackGate).
+	retained *retained.Store
 	// screen looks at a CONNECT before mochi sees the connection, and
 	// returns a CONNACK to refuse it with, or nil (see authHook.screen).
 	screen func(remote string, version byte, connect []byte) []byte
@@ -97,6 +102,14 @@ func (l gatedListener) Close(listeners.CloseFn) {
 			}
 		}
 	})
+}
+
+// synced is the last retained-store write on disk.
+func (g *gate) synced() uint64 {
+	if g.retained == nil {
+		return ^uint64(0)
+	}
+	return g.retained.Synced()
 }
 
 // wrap puts the gate in front of mochi's establish function.
@@ -196,6 +209,10 @@ func (g *gate) admit(c net.Conn) (*gatedConn, error) {
 		return nil, err
 	}
 	gc := &gatedConn{Conn: c, g: g, version: version, pend: buf, rel: total, f: framer{packets: 1}}
+	gc.room.L = &gc.wmu
+	// Every client's acks are seen on their way in: they free places in a
+	// Receive Maximum window and in a retained stream's (see stream.go).
+	gc.f.acks = gc.acked
 	return gc, nil
 }
 
@@ -292,6 +309,14 @@ type gatedConn struct {
 	corked int
 	wbatch bool
 	wbuf   []byte
+
+	// live holds mochi's PUBLISH packets while retained messages stream
+	// to the client, and durable holds its acks until the retained
+	// messages they acknowledge are on disk (see stream.go). room is
+	// signalled when a place frees in the client's windows.
+	live    *liveHold
+	durable ackGate
+	room    sync.Cond
 }
 
 // inputPending reports whether mochi holds packets of this client that it
@@ -380,6 +405,7 @@ func (c *gatedConn) writeLocked(p []byte) error {
 	}
 	if _, err := c.Conn.Write(p); err != nil {
 		c.werr = err
+		c.room.Broadcast()
 		return err
 	}
 	return nil
@@ -403,6 +429,7 @@ func (c *gatedConn) Close() error {
 			_, _ = c.Conn.Write(c.wbuf)
 		}
 		c.wbuf, c.werr = nil, net.ErrClosed
+		c.room.Broadcast()
 		c.wmu.Unlock()
 	}
 	return c.Conn.Close()
@@ -414,33 +441,47 @@ func (c *gatedConn) setWindow(w *window) {
 	c.wmu.Lock()
 	c.win = w
 	c.wmu.Unlock()
-	c.f.acks = c.acked
 }
 
-// Write writes what mochi's writer writes (whole packets), or, once the
-// client has its Receive Maximum unacknowledged, keeps it until acks free
-// places (acked).
+// Write writes what mochi's writer writes (whole packets), or keeps it:
+// PUBLISH packets while retained messages stream to the client (liveHold),
+// or once the client has its Receive Maximum unacknowledged, until acks
+// free places (acked); and everything from an ack on whose message is not
+// on disk yet, until it is (ackGate).
 func (c *gatedConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.win == nil && c.corked == 0 && !c.wbatch {
+	if c.win == nil && c.live == nil && !c.durable.active() && c.corked == 0 && !c.wbatch {
 		return c.Conn.Write(p)
 	}
 	now := p
-	if c.win != nil {
-		now = c.win.admit(p)
+	if c.live != nil {
+		now = c.live.admit(now)
 	}
-	if len(now) > 0 {
-		if err := c.writeLocked(now); err != nil {
-			return 0, err
-		}
+	if c.win != nil && len(now) > 0 {
+		now = c.win.admit(now)
+	}
+	if err := c.writeOutLocked(now); err != nil {
+		return 0, err
 	}
 	return len(p), nil
 }
 
+// writeOutLocked writes p, past the ack gate; the caller holds wmu.
+func (c *gatedConn) writeOutLocked(p []byte) error {
+	if c.durable.active() {
+		p = c.durable.admit(p, c.g.synced())
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return c.writeLocked(p)
+}
+
 // acked is called by the framer, on the reading goroutine, for each
 // PUBACK, PUBREC and PUBCOMP the client sends, before mochi reads it:
-// what its window held and may now go is written, in one write.
+// what its window held and may now go is written, in one write, and a
+// retained stream waiting for a place is woken.
 func (c *gatedConn) acked(typ byte, body []byte) {
 	id, ok := frees(typ, body)
 	if !ok {
@@ -448,9 +489,16 @@ func (c *gatedConn) acked(typ byte, body []byte) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if out := c.win.acked(id); len(out) > 0 {
-		_ = c.writeLocked(out)
+	if c.live != nil && c.live.ownAcked(id) {
+		c.room.Broadcast()
 	}
+	if c.win == nil {
+		return
+	}
+	if out := c.win.acked(id); len(out) > 0 {
+		_ = c.writeOutLocked(out)
+	}
+	c.room.Broadcast()
 }
 
 // deadlineSlack is how much later than asked a connection's deadline may

@@ -44,7 +44,7 @@ func (m *metrics) refuse(reason string) { m.refused.WithLabelValues(reason).Inc(
 
 // register adds the broker's metrics to reg. Gauges read mochi's own atomic
 // counters at scrape time, so the publish path pays nothing for them.
-func (m *metrics) register(reg prometheus.Registerer, info *system.Info) error {
+func (m *metrics) register(reg prometheus.Registerer, info *system.Info, retained func() int) error {
 	gauge := func(name, help string, v *int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
 			func() float64 { return float64(atomic.LoadInt64(v)) })
@@ -56,7 +56,8 @@ func (m *metrics) register(reg prometheus.Registerer, info *system.Info) error {
 	for _, c := range []prometheus.Collector{
 		gauge("firehose_broker_clients_connected", "MQTT clients connected now.", &info.ClientsConnected),
 		gauge("firehose_broker_subscriptions", "Active subscriptions.", &info.Subscriptions),
-		gauge("firehose_broker_retained_messages", "Retained messages held.", &info.Retained),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "firehose_broker_retained_messages", Help: "Retained messages held."},
+			func() float64 { return float64(retained()) }),
 		gauge("firehose_broker_inflight_messages", "QoS 1/2 messages awaiting acknowledgement.", &info.Inflight),
 		counter("firehose_broker_messages_received_total", "PUBLISH packets received by the broker, from clients and from the bridge.", &info.MessagesReceived),
 		counter("firehose_broker_messages_sent_total", "PUBLISH packets sent to subscribers.", &info.MessagesSent),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	pebbledb "github.com/cockroachdb/pebble"
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -20,35 +21,31 @@ var retainedEvents = []byte{
 	mqtt.StoredRetainedMessages,
 }
 
-// storeHook is mochi's pebble storage hook limited to what we persist. By
-// default that is retained messages only: persisting sessions costs a disk
-// write per QoS 1 delivery, which operators opt into with persistence.sessions.
+// storeHook is mochi's pebble storage hook for client sessions, which
+// operators opt into with persistence.sessions (it costs a disk write per
+// QoS 1 delivery). Retained messages are never its: they are in the
+// retained store (see retain.go).
 type storeHook struct {
 	*pebble.Hook
-	sessions bool
 }
 
 func newStoreHook(cfg Persistence, log zerolog.Logger) (*storeHook, *pebble.Options, error) {
-	if err := os.MkdirAll(cfg.Path, 0o750); err != nil {
+	path := filepath.Join(cfg.Path, "sessions")
+	if err := os.MkdirAll(path, 0o750); err != nil {
 		return nil, nil, fmt.Errorf("broker.persistence.path: %w", err)
 	}
 	opts := &pebble.Options{
-		Path: cfg.Path,
-		// Retained messages are rare (a node's last status, say) and must
-		// survive a crash, so each write is synced.
+		Path:    path,
 		Mode:    pebble.Sync,
 		Options: &pebbledb.Options{Logger: logging.Pebble{Log: log}},
 	}
-	return &storeHook{Hook: new(pebble.Hook), sessions: cfg.Sessions}, opts, nil
+	return &storeHook{Hook: new(pebble.Hook)}, opts, nil
 }
 
 // ID names the hook in mochi's logs.
-func (h *storeHook) ID() string { return "firehose-store" }
+func (h *storeHook) ID() string { return "firehose-sessions" }
 
-// Provides limits the pebble hook to retained messages unless sessions are on.
+// Provides limits the pebble hook to sessions.
 func (h *storeHook) Provides(b byte) bool {
-	if h.sessions {
-		return h.Hook.Provides(b)
-	}
-	return bytes.IndexByte(retainedEvents, b) >= 0
+	return h.Hook.Provides(b) && bytes.IndexByte(retainedEvents, b) < 0
 }

@@ -4,15 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The fleet keeps its display order through inserts, replacements and
 // deletions, as a full sort would give it.
 func TestFleetOrderKeptIncrementally(t *testing.T) {
 	f := newFleet()
+	f.sorted.chunk = 8 // many chunks: splits, and chunks emptied
 	r := rand.New(rand.NewPCG(1, 2))
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	statuses := []string{"success", "failure", "unknown"}
@@ -31,13 +34,28 @@ func TestFleetOrderKeptIncrementally(t *testing.T) {
 		want = append(want, n)
 	}
 	sort.Slice(want, func(i, j int) bool { return before(want[i], want[j]) })
-	if len(want) != len(f.sorted) {
-		t.Fatalf("%d sorted, %d nodes", len(f.sorted), len(want))
+	got := slices.Collect(f.sorted.all())
+	if len(want) != len(got) || f.sorted.len() != len(got) {
+		t.Fatalf("%d sorted (len %d), %d nodes", len(got), f.sorted.len(), len(want))
 	}
 	for i := range want {
-		if want[i] != f.sorted[i] {
-			t.Fatalf("position %d: %s, want %s", i, f.sorted[i].Topic, want[i].Topic)
+		if want[i] != got[i] {
+			t.Fatalf("position %d: %s, want %s", i, got[i].Topic, want[i].Topic)
 		}
+	}
+	for _, ch := range f.sorted.chunks {
+		if len(ch) == 0 || len(ch) > f.sorted.chunk {
+			t.Fatalf("a chunk of %d nodes; want 1 to %d", len(ch), f.sorted.chunk)
+		}
+	}
+	if len(f.sorted.chunks) < 10 {
+		t.Errorf("%d chunks for %d nodes: the test does not exercise splitting", len(f.sorted.chunks), len(got))
+	}
+	for _, n := range got {
+		f.set(n.Topic, nil)
+	}
+	if f.sorted.len() != 0 || len(f.sorted.chunks) != 0 || len(f.nodes) != 0 {
+		t.Errorf("after deleting every node: %d sorted in %d chunks, %d nodes", f.sorted.len(), len(f.sorted.chunks), len(f.nodes))
 	}
 }
 
@@ -71,5 +89,42 @@ func TestAnEmptyFleetPageHasArrays(t *testing.T) {
 		if _, ok := page[k].([]any); !ok {
 			t.Errorf("%s is %v in %s, want an array", k, page[k], b)
 		}
+	}
+}
+
+// BenchmarkFleetSet is a node's new status (its run ended now) in fleets
+// of growing size: what the aggregator spends per Chef converge. It must
+// not grow with the fleet (issue 25: CPU per converge within 1.2x of an
+// empty bridge with 100,000 nodes held).
+func BenchmarkFleetSet(b *testing.B) {
+	for _, size := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("nodes=%d", size), func(b *testing.B) {
+			f := newFleet()
+			now := time.Now()
+			topics := make([]string, size)
+			for i := range size {
+				topics[i] = fmt.Sprintf("chef/o/n%06d/status", i)
+				f.set(topics[i], &Node{Topic: topics[i], Name: topics[i], Status: "success", end: now.Add(-time.Duration(i) * time.Second)})
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				topic := topics[i%size]
+				f.set(topic, &Node{Topic: topic, Name: topic, Status: "success", end: now.Add(time.Duration(i) * time.Millisecond)})
+			}
+		})
+	}
+}
+
+// TestFleetSharesCommonStrings: nodes with the same organisation, status and
+// Chef version hold one copy of each, however they were decoded.
+func TestFleetSharesCommonStrings(t *testing.T) {
+	f := newFleet()
+	for i := range 3 {
+		n := &Node{Topic: fmt.Sprintf("chef/o/n%d/status", i), Org: string([]byte("org")), Status: string([]byte("success")), ChefVersion: string([]byte("18.2.7"))}
+		f.set(n.Topic, n)
+	}
+	a, b := f.nodes["chef/o/n0/status"], f.nodes["chef/o/n2/status"]
+	if unsafe.StringData(a.Org) != unsafe.StringData(b.Org) || unsafe.StringData(a.Status) != unsafe.StringData(b.Status) || unsafe.StringData(a.ChefVersion) != unsafe.StringData(b.ChefVersion) {
+		t.Fatal("two nodes hold their own copies of the strings they share")
 	}
 }

@@ -123,10 +123,3 @@ func startOurs(bin, dir, user, pass string, env []string) (*benchkit.Proc, strin
 	proc, err := benchkit.Start("ours", dir, env, bin, "--config", confFile)
 	return proc, addr, err
 }
-
-// mosquittoVersion returns e.g. "mosquitto version 2.0.11".
-func mosquittoVersion(bin string) string {
-	out, _ := exec.Command(bin, "-h").CombinedOutput()
-	line, _, _ := strings.Cut(string(out), "\n")
-	return strings.TrimSpace(line)
-}

@@ -279,7 +279,7 @@ func run(ctx context.Context, p params, progress io.Writer) (rep *report, err er
 		tg := target{Name: nameMosquitto, Addr: p.MosqAddr, User: p.User, Pass: p.Pass}
 		info := brokerInfo{Name: nameMosquitto, Addr: p.MosqAddr, External: p.MosqAddr != ""}
 		if p.MosqAddr == "" {
-			info.Version = mosquittoVersion(p.MosqBin)
+			info.Version = benchkit.MosquittoVersion(p.MosqBin)
 			info.Setup = fmt.Sprintf("%s (%s), max_inflight_messages %d, max_queued_messages %d, password_file + acl_file",
 				p.MosqBin, info.Version, mosquittoMaxInflight, mosquittoMaxQueued)
 			mdir := dir + "/mosquitto"

@@ -25,30 +25,14 @@ const (
 	streamSubject = "firehose.>"
 )
 
-// bridgeConfig renders cmd/bridge's YAML for one measurement: an MQTT
-// listener and the HTTP listener on loopback, a publisher account, a data
-// dir, and in routed mode a JetStream sink and a route of "#" to it (every
-// other setting is the bridge's default, e.g. a required route with
-// max_pending 4096 and confirm_timeout 5s). natsURL is empty for the
-// baseline. If the bridge's config schema moves, this is the one place to
-// adjust.
+// bridgeConfig renders cmd/bridge's YAML for one measurement: benchkit's
+// shared bridge config (loopback listeners, a publisher account, a data dir)
+// and in routed mode a JetStream sink and a route of "#" to it (every other
+// setting is the bridge's default, e.g. a required route with max_pending
+// 4096 and confirm_timeout 5s). natsURL is empty for the baseline.
 func bridgeConfig(mqttAddr, httpAddr, dataDir, user, passwordHash, natsURL string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `log:
-  level: warn
-data_dir: %q
-http:
-  address: %q
-broker:
-  listeners:
-    - name: mqtt
-      type: tcp
-      address: %q
-  users:
-    - username: %q
-      password_hash: %q
-      publish: ["#"]
-`, dataDir, httpAddr, mqttAddr, user, passwordHash)
+	b.WriteString(benchkit.BridgeConfig(mqttAddr, httpAddr, dataDir, user, passwordHash, "#"))
 	if natsURL != "" {
 		fmt.Fprintf(&b, `sinks:
   %s:

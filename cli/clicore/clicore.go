@@ -32,6 +32,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/buildinfo"
 	"github.com/opsfirehose/firehose/internal/cliflag"
 	"github.com/opsfirehose/firehose/internal/credentials"
+	"github.com/opsfirehose/firehose/internal/gctune"
 	"github.com/opsfirehose/firehose/internal/logging"
 	"github.com/opsfirehose/firehose/internal/terminal"
 )
@@ -348,7 +349,13 @@ func orDefaults(path string) string {
 // operator set GOGC or GOMEMLIMIT, which the Go runtime has already applied.
 func applyRuntime(rt configcore.Runtime, lookupEnv func(string) (string, bool)) {
 	if _, set := lookupEnv("GOGC"); !set {
-		debug.SetGCPercent(rt.GCPercent)
+		if rt.GCPercent < 0 {
+			debug.SetGCPercent(rt.GCPercent)
+		} else {
+			// gc_percent while the live heap is small; less as it grows
+			// (a big fleet's state), so the headroom stays near 64 MiB.
+			gctune.Start(gctune.Config{MaxPercent: rt.GCPercent, MinPercent: min(100, rt.GCPercent), Headroom: 64 << 20})
+		}
 	}
 	if _, set := lookupEnv("GOMEMLIMIT"); !set && rt.MemoryLimit > 0 {
 		debug.SetMemoryLimit(int64(rt.MemoryLimit))

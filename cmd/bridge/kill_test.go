@@ -90,3 +90,49 @@ routes:
 		t.Fatalf("stream holds %d messages, want %d", msgs, n)
 	}
 }
+
+// TestKilledBridgeKeepsTheFleet: with the default persistence (under
+// data_dir), every retained status a publisher got its PUBACK for is there
+// after a SIGKILL, for a late QoS 1 subscriber.
+func TestKilledBridgeKeepsTheFleet(t *testing.T) {
+	bin := testkit.BuildBinary(t, "./cmd/bridge")
+	mqttAddr, httpAddr := testkit.FreePort(t), testkit.FreePort(t)
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+data_dir: %s
+http: {address: "%s"}
+broker:
+  listeners: [{name: mqtt, address: "%s"}]
+  users: [{username: pub, password_hash: "%s", publish: ["chef/#"]}]
+`, filepath.Join(dir, "data"), httpAddr, mqttAddr, hash)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func() *testkit.Process {
+		p := testkit.Start(t, "", bin, "--config", cfg)
+		testkit.WaitHTTP(t, p, "http://"+httpAddr+"/readyz")
+		return p
+	}
+	p := start()
+	const n = 2000
+	pub := testkit.Connect(t, "tcp://"+mqttAddr, testkit.ClientOptions{Username: "pub", Password: "pw"})
+	for i := range n {
+		if err := pub.Publish(fmt.Sprintf("chef/o/n%d/status", i), 1, true, fmt.Sprint(i)); err != nil {
+			t.Fatalf("publish %d: %v\n%s", i, err, p.Output())
+		}
+	}
+	p.Kill() // no clean stop: what was acked must be on disk already
+
+	p = start()
+	sub := testkit.Connect(t, "tcp://"+mqttAddr, testkit.ClientOptions{})
+	msgs := sub.Subscribe("chef/+/+/status", 1)
+	seen := map[string]bool{}
+	for len(seen) < n {
+		m := testkit.Next(t, msgs)
+		if !m.Retained {
+			t.Fatalf("%s came without Retain", m.Topic)
+		}
+		seen[m.Topic] = true
+	}
+}

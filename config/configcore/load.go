@@ -20,8 +20,11 @@ import (
 // collector at the default GOGC of 100. The GOGC and GOMEMLIMIT environment
 // variables, when set, win over these.
 type Runtime struct {
-	// GCPercent is GOGC: the heap may grow by this percentage of the live
-	// heap before a collection. Higher trades memory for CPU.
+	// GCPercent is GOGC while the live heap is small: the heap may grow by
+	// this percentage of the live heap before a collection. Higher trades
+	// memory for CPU. As the live heap grows past 64 MiB/GCPercent (a big
+	// fleet's state), the percentage falls so that the growth stays near 64
+	// MiB, down to 100 (internal/gctune). -1 turns the collector off.
 	GCPercent int `yaml:"gc_percent"`
 	// MemoryLimit is GOMEMLIMIT, a soft limit that makes the collector work
 	// harder near it; 0 means none. Set it below the container's limit.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -89,6 +90,21 @@ func (p *Proc) Stop() error {
 	}
 }
 
+// Kill sends SIGKILL (kill -9: no chance to save anything) and waits until
+// the process has exited. Killing a process that has exited does nothing.
+func (p *Proc) Kill() {
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
 // Alive returns an error, with the tail of the log, if the process has exited.
 func (p *Proc) Alive() error {
 	if p == nil {
@@ -151,6 +167,33 @@ func (p *Proc) LogTail() string {
 		lines = lines[len(lines)-20:]
 	}
 	return "    " + strings.Join(lines, "\n    ")
+}
+
+// ProcRSS returns pid's resident memory now (VmRSS in /proc/<pid>/status),
+// in bytes.
+func ProcRSS(pid int) (int64, bool) { return procStatusBytes(pid, "VmRSS") }
+
+// procStatusBytes reads a "<field>: <n> kB" line of /proc/<pid>/status.
+func procStatusBytes(pid int, field string) (int64, bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		v, ok := strings.CutPrefix(line, field+":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		return kb << 10, true
+	}
+	return 0, false
 }
 
 // FreeAddr finds a free TCP port on the loopback interface and returns it

@@ -1,6 +1,7 @@
 package benchkit
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -84,5 +85,15 @@ func TestFormat(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+func TestProcRSS(t *testing.T) {
+	rss, ok := ProcRSS(os.Getpid())
+	if !ok || rss < 1<<20 {
+		t.Errorf("ProcRSS of this test = %d, %v; want at least 1 MiB", rss, ok)
+	}
+	if _, ok := ProcRSS(0); ok {
+		t.Error("ProcRSS(0) reported a size")
 	}
 }

@@ -28,6 +28,7 @@ const (
 // kinds of outgoing messages handled by the writer goroutine.
 const (
 	outPublish = iota
+	outMessage // a PUBLISH of its own topic and payload, sent as they are
 	outSubscribe
 	outPing
 	outDisconnect
@@ -37,12 +38,14 @@ const (
 // outMsg is one queued outgoing packet. It is a small value type so that the
 // hot path (publish, puback) does not allocate.
 type outMsg struct {
-	kind  uint8
-	qos   uint8
-	pid   uint16
-	seq   uint64
-	topic string        // SUBSCRIBE only
-	done  chan struct{} // outSync only: closed after the writer has flushed
+	kind    uint8
+	qos     uint8
+	retain  bool // outMessage only
+	pid     uint16
+	seq     uint64
+	topic   string        // SUBSCRIBE and outMessage
+	payload []byte        // outMessage only
+	done    chan struct{} // outSync only: closed after the writer has flushed
 }
 
 // Options configure a connection.
@@ -477,26 +480,9 @@ func (c *Client) encode(m outMsg) error {
 		p := c.pubPayload
 		binary.LittleEndian.PutUint64(p[0:], uint64(time.Now().UnixNano()))
 		binary.LittleEndian.PutUint64(p[8:], m.seq)
-		rl := 2 + len(c.pubTopic) + len(p)
-		h := byte(pktPublish << 4)
-		if m.qos > 0 {
-			rl += 2
-			h |= m.qos << 1
-		}
-		var hdr [5]byte
-		hb := append(hdr[:0], h)
-		hb = appendVarint(hb, rl)
-		w.Write(hb)
-		w.WriteByte(byte(len(c.pubTopic) >> 8))
-		w.WriteByte(byte(len(c.pubTopic)))
-		w.WriteString(c.pubTopic)
-		if m.qos > 0 {
-			w.WriteByte(byte(m.pid >> 8))
-			w.WriteByte(byte(m.pid))
-		}
-		_, err := w.Write(p)
-		c.written.Add(1)
-		return err
+		return c.encodePublish(c.pubTopic, p, m.qos, false, m.pid)
+	case outMessage:
+		return c.encodePublish(m.topic, m.payload, m.qos, m.retain, m.pid)
 	case outSubscribe:
 		var b []byte
 		b = append(b, pktSubscribe<<4|0x02)
@@ -518,6 +504,34 @@ func (c *Client) encode(m outMsg) error {
 	return fmt.Errorf("mqtt: unknown outgoing kind %d", m.kind)
 }
 
+// encodePublish writes one PUBLISH into the write buffer and counts it.
+func (c *Client) encodePublish(topic string, payload []byte, qos byte, retain bool, pid uint16) error {
+	w := c.bw
+	rl := 2 + len(topic) + len(payload)
+	h := byte(pktPublish << 4)
+	if qos > 0 {
+		rl += 2
+		h |= qos << 1
+	}
+	if retain {
+		h |= 1
+	}
+	var hdr [5]byte
+	hb := append(hdr[:0], h)
+	hb = appendVarint(hb, rl)
+	w.Write(hb)
+	w.WriteByte(byte(len(topic) >> 8))
+	w.WriteByte(byte(len(topic)))
+	w.WriteString(topic)
+	if qos > 0 {
+		w.WriteByte(byte(pid >> 8))
+		w.WriteByte(byte(pid))
+	}
+	_, err := w.Write(payload)
+	c.written.Add(1)
+	return err
+}
+
 // SetPublishTemplate prepares the topic and payload that Publish sends;
 // the writer patches the payload in place (see NewPayload), so it must be
 // at least MinPayload bytes. Call it before Start.
@@ -531,6 +545,15 @@ func (c *Client) SetPublishTemplate(topic string, payload []byte) {
 // queue is full, and returns false once the connection is dead.
 func (c *Client) Publish(qos byte, pid uint16, seq uint64) bool {
 	return c.enqueue(outMsg{kind: outPublish, qos: qos, pid: pid, seq: seq})
+}
+
+// PublishMessage queues one PUBLISH of topic and payload as they are (not
+// the template, and not patched), with the retain flag when retain is set,
+// and the packet id pid (ignored at QoS 0). payload must not change until the
+// message is written (FlushSync). It blocks while the outgoing queue is
+// full, and returns false once the connection is dead.
+func (c *Client) PublishMessage(topic string, payload []byte, qos byte, retain bool, pid uint16) bool {
+	return c.enqueue(outMsg{kind: outMessage, qos: qos, retain: retain, pid: pid, topic: topic, payload: payload})
 }
 
 // Ping queues a PINGREQ. A broker handles a connection's packets in order,

@@ -114,3 +114,35 @@ func TestCountedFenceIgnoresEarlyPingresps(t *testing.T) {
 		t.Error("a later PINGRESP moved the fence")
 	}
 }
+
+// TestEncodeMessage checks a PUBLISH of its own topic and payload: the
+// retain flag, the QoS and packet id, and the payload as given, unpatched.
+func TestEncodeMessage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    outMsg
+		want []byte
+	}{
+		{"QoS 1 retained", outMsg{kind: outMessage, qos: 1, retain: true, pid: 0x0102, topic: "a/b", payload: []byte("hi")},
+			[]byte{pktPublish<<4 | 1<<1 | 1, 2 + 3 + 2 + 2, 0, 3, 'a', '/', 'b', 1, 2, 'h', 'i'}},
+		{"QoS 0", outMsg{kind: outMessage, topic: "c", payload: []byte("x")},
+			[]byte{pktPublish << 4, 2 + 1 + 1, 0, 1, 'c', 'x'}},
+		{"empty retained (a delete)", outMsg{kind: outMessage, retain: true, topic: "c"},
+			[]byte{pktPublish<<4 | 1, 2 + 1, 0, 1, 'c'}},
+	} {
+		conn := &scriptedConn{in: bytes.NewReader(nil)}
+		cl := newClient(conn, Options{QueueLen: 1, KeepAlive: time.Minute})
+		if err := cl.encode(c.m); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.bw.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(conn.out.Bytes(), c.want) {
+			t.Errorf("%s: wrote %v, want %v", c.name, conn.out.Bytes(), c.want)
+		}
+		if cl.Written() != 1 {
+			t.Errorf("%s: Written %d, want 1", c.name, cl.Written())
+		}
+	}
+}

@@ -19,7 +19,9 @@
 //     as soon as it has processed every complete packet one read returned
 //     (before it could block on the next read), all in one write;
 //   - PUBLISH payloads are patched in place (timestamp, sequence) in a
-//     per-connection template, so publishing does not allocate either.
+//     per-connection template, so publishing does not allocate either;
+//     a publisher can instead send messages of their own topic and payload,
+//     retained or not (Publisher.SetMessages), such as a fleet's statuses.
 //
 // It is not a general MQTT client: no QoS 2, no MQTT 5, no reconnects, no
 // persistent sessions. Tests of the bridge use paho; this package is for

@@ -20,8 +20,12 @@ type Publisher struct {
 	sem   chan struct{} // QoS 1 in-flight window
 	sent  atomic.Uint64 // messages handed to the client, set when Run returns
 	acked atomic.Int64
-	limit uint64       // Run returns after this many messages; 0: no limit
-	last  atomic.Int64 // UnixNano of the last PUBACK
+	limit uint64 // Run returns after this many messages; 0: no limit
+	// messages, when set, gives each message's topic and payload instead
+	// of the client's template; retain is their retain flag.
+	messages func(seq uint64) (topic string, payload []byte)
+	retain   bool
+	last     atomic.Int64 // UnixNano of the last PUBACK
 
 	// QoS 1: packet id -> busy flag | sequence, so PUBACKs can be mapped to
 	// sequence numbers exactly.
@@ -55,6 +59,14 @@ func NewPublisher(c *Client, qos byte, inflight int, trackLatency bool) *Publish
 // SetLimit makes Run return once it has handed n messages to the client
 // (0: no limit, the default). Call it before Run.
 func (p *Publisher) SetLimit(n uint64) { p.limit = n }
+
+// SetMessages makes Run publish, as message seq, the topic and payload
+// next(seq) returns, as they are (not the client's template), retained when
+// retain is set. The payload must not change once returned. Call it before
+// Run.
+func (p *Publisher) SetMessages(next func(seq uint64) (topic string, payload []byte), retain bool) {
+	p.messages, p.retain = next, retain
+}
 
 // LastAck is when the last PUBACK arrived; zero before the first.
 func (p *Publisher) LastAck() time.Time {
@@ -168,7 +180,14 @@ func (p *Publisher) Run(stop <-chan struct{}, t0 time.Time, rate float64) {
 			}
 			p.pidSeq[pid].Store(pidBusy | seq)
 		}
-		if !p.c.Publish(p.qos, pid, seq) {
+		ok := false
+		if p.messages != nil {
+			topic, payload := p.messages(seq)
+			ok = p.c.PublishMessage(topic, payload, p.qos, p.retain, pid)
+		} else {
+			ok = p.c.Publish(p.qos, pid, seq)
+		}
+		if !ok {
 			p.sent.Store(seq)
 			return
 		}

@@ -1,0 +1,354 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/broker/retained"
+)
+
+// The fleet's state: retained messages in our own store.
+//
+// mochi's retained store is where a big fleet costs (issue 25): a decoded
+// packet and four maps per topic level in the heap for each message, a
+// copy of the whole map every second to look for expired ones, every match
+// copied into one slice for each late subscriber and then dropped past
+// max_inflight. So retainHook takes every retained message into a
+// retained.Store the moment mochi retains it, and leaves mochi's index
+// empty of them (it keeps only its own $SYS topics, which never pass the
+// hooks). mochi then finds nothing to send a late subscriber but $SYS, and
+// the hook streams the subscriber's matches from the store itself, under
+// flow control (stream.go), after the SUBACK and before any live message of
+// the subscription.
+//
+// A retained publish is acknowledged once it is on disk: the hook holds the
+// client's PUBACK in the connection's ack gate until the store's next group
+// sync; Broker.Publish waits for the same sync before it returns.
+
+type retainHook struct {
+	mqtt.HookBase
+	store   *retained.Store
+	server  *mqtt.Server
+	auth    *authHook
+	maxHeld int
+	dropped func(cl *mqtt.Client) func(topic []byte)
+	log     zerolog.Logger
+
+	mu      sync.Mutex
+	clients map[*mqtt.Client]*clientStreams
+}
+
+// clientStreams is one client's retained streams: the SUBSCRIBE packets
+// whose retained messages are still to be written, in order, by one
+// goroutine at a time.
+type clientStreams struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	existed []bool // which filters of the SUBSCRIBE being handled the client had already
+	began   bool
+	queue   []streamJob
+	running bool
+}
+
+type streamJob struct {
+	subs   []packets.Subscription
+	suback <-chan struct{}
+}
+
+func newRetainHook(store *retained.Store, server *mqtt.Server, auth *authHook, maxHeld int, dropped func(cl *mqtt.Client) func([]byte), log zerolog.Logger) *retainHook {
+	return &retainHook{store: store, server: server, auth: auth, maxHeld: maxHeld, dropped: dropped, log: log,
+		clients: map[*mqtt.Client]*clientStreams{}}
+}
+
+// ID names the hook in mochi's logs.
+func (h *retainHook) ID() string { return "firehose-retained" }
+
+// Provides lists the events the hook handles.
+func (h *retainHook) Provides(b byte) bool {
+	switch b {
+	case mqtt.OnRetainMessage, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnDisconnect, mqtt.OnPublished, mqtt.OnWillSent:
+		return true
+	}
+	return false
+}
+
+// OnRetainMessage moves a message mochi has just retained into the store
+// (an empty payload deletes), and makes the publisher's ack wait for the
+// store's sync.
+func (h *retainHook) OnRetainMessage(cl *mqtt.Client, pk packets.Packet, _ int64) {
+	topic := pk.TopicName
+	seq, err := h.put(pk)
+	// mochi keeps none: its copy would cost the heap and its sweeps.
+	h.server.Topics.RetainMessage(packets.Packet{TopicName: topic})
+	if err != nil {
+		h.log.Error().Err(err).Str("topic", topic).Msg("could not keep a retained message")
+		return
+	}
+	if pk.FixedHeader.Qos == 0 || cl.Net.Inline || seq <= h.store.Synced() {
+		return
+	}
+	if gc, ok := cl.Net.Conn.(*gatedConn); ok {
+		gc.awaitDurable(pk.PacketID, seq)
+	}
+}
+
+// put stores pk as an MQTT 5 PUBLISH, which keeps its properties whatever
+// the protocol of the client that published it or that later receives it.
+func (h *retainHook) put(pk packets.Packet) (uint64, error) {
+	if len(pk.Payload) == 0 {
+		return h.store.Delete(pk.TopicName)
+	}
+	st := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: pk.FixedHeader.Qos, Retain: true},
+		TopicName:       pk.TopicName,
+		Payload:         pk.Payload,
+		Properties:      pk.Properties,
+		PacketID:        1,
+		ProtocolVersion: 5,
+	}
+	// A delivery says how long is left (from the deadline stored beside);
+	// aliases and subscription ids belong to one connection.
+	st.Properties.MessageExpiryInterval = 0
+	st.Properties.TopicAlias, st.Properties.TopicAliasFlag = 0, false
+	st.Properties.SubscriptionIdentifier = nil
+	var buf bytes.Buffer
+	if err := st.PublishEncode(&buf); err != nil {
+		return 0, fmt.Errorf("encode: %w", err)
+	}
+	return h.store.Put(pk.TopicName, pk.Expiry, buf.Bytes())
+}
+
+// decodeStored decodes a PUBLISH that put stored.
+func decodeStored(b []byte, pk *packets.Packet) error {
+	remaining, size, done, err := decodeLength(b)
+	if err != nil || !done || len(b) < size+remaining {
+		return fmt.Errorf("stored message is truncated")
+	}
+	if err := pk.FixedHeader.Decode(b[0]); err != nil {
+		return err
+	}
+	pk.ProtocolVersion = 5
+	return pk.PublishDecode(b[size : size+remaining])
+}
+
+// OnPublished and OnWillSent keep $SYS/broker/retained counting the
+// store's messages too (mochi counts its own index, which holds only $SYS).
+func (h *retainHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
+	if pk.FixedHeader.Retain {
+		h.count()
+	}
+}
+
+// OnWillSent: see OnPublished.
+func (h *retainHook) OnWillSent(_ *mqtt.Client, pk packets.Packet) {
+	if pk.FixedHeader.Retain {
+		h.count()
+	}
+}
+
+func (h *retainHook) count() {
+	atomic.StoreInt64(&h.server.Info.Retained, int64(h.server.Topics.Retained.Len()+h.store.Len()))
+}
+
+// OnSubscribe starts holding the client's live messages, before mochi adds
+// the subscriptions, and notes which of them the client already had (for
+// Retain Handling 1).
+func (h *retainHook) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	gc, ok := cl.Net.Conn.(*gatedConn)
+	if !ok || cl.Net.Inline {
+		return pk
+	}
+	existed := make([]bool, len(pk.Filters))
+	for i, f := range pk.Filters {
+		_, existed[i] = cl.State.Subscriptions.Get(f.Filter)
+	}
+	cs := h.streams(cl)
+	cs.existed, cs.began = existed, true
+	gc.beginStream(h.maxHeld, h.dropped(cl))
+	return pk
+}
+
+// OnSubscribed queues the retained messages of the filters granted, to be
+// written once the SUBACK has left.
+func (h *retainHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+	gc, ok := cl.Net.Conn.(*gatedConn)
+	if !ok || cl.Net.Inline {
+		return
+	}
+	h.mu.Lock()
+	cs := h.clients[cl]
+	h.mu.Unlock()
+	if cs == nil || !cs.began {
+		return
+	}
+	cs.began = false
+	var subs []packets.Subscription
+	for i, f := range pk.Filters {
+		switch {
+		case i >= len(codes) || codes[i] >= packets.ErrUnspecifiedError.Code:
+		case mqtt.IsSharedFilter(f.Filter): // [MQTT-4.8.2] no retained messages for shared subscriptions
+		case f.RetainHandling == 2, f.RetainHandling == 1 && i < len(cs.existed) && cs.existed[i]: // [MQTT-3.3.1-10] [MQTT-3.3.1-11]
+		default:
+			f.Qos = codes[i] // as granted
+			subs = append(subs, f)
+		}
+	}
+	if len(subs) == 0 {
+		gc.endStream()
+		return
+	}
+	job := streamJob{subs: subs, suback: gc.awaitSuback(pk.PacketID)}
+	h.mu.Lock()
+	cs.queue = append(cs.queue, job)
+	start := !cs.running
+	cs.running = true
+	h.mu.Unlock()
+	if start {
+		go h.work(cl, gc, cs)
+	}
+}
+
+// streams returns the client's streams, made on first use.
+func (h *retainHook) streams(cl *mqtt.Client) *clientStreams {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cs := h.clients[cl]
+	if cs == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cs = &clientStreams{ctx: ctx, cancel: cancel}
+		h.clients[cl] = cs
+	}
+	return cs
+}
+
+// OnDisconnect ends the client's streams.
+func (h *retainHook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+	h.mu.Lock()
+	cs := h.clients[cl]
+	delete(h.clients, cl)
+	h.mu.Unlock()
+	if cs == nil {
+		return
+	}
+	cs.cancel()
+	if gc, ok := cl.Net.Conn.(*gatedConn); ok {
+		gc.stopStreams()
+	}
+}
+
+// work writes the client's queued streams, one SUBSCRIBE at a time.
+func (h *retainHook) work(cl *mqtt.Client, gc *gatedConn, cs *clientStreams) {
+	for {
+		h.mu.Lock()
+		if len(cs.queue) == 0 {
+			cs.running = false
+			h.mu.Unlock()
+			return
+		}
+		job := cs.queue[0]
+		cs.queue = cs.queue[1:]
+		h.mu.Unlock()
+		select {
+		case <-job.suback:
+		case <-cs.ctx.Done():
+		}
+		for _, sub := range job.subs {
+			if err := h.stream(cs.ctx, cl, gc, sub); err != nil {
+				if cs.ctx.Err() == nil && err != errStreamEnded {
+					h.log.Warn().Err(err).Str("client", cl.ID).Str("filter", sub.Filter).Msg("retained messages to a subscriber stopped")
+				}
+				break
+			}
+		}
+		gc.endStream()
+	}
+}
+
+// stream writes sub's retained messages to the client, as mochi would have
+// (publishRetainedToClient): the read ACL per topic, the QoS as granted,
+// the Retain flag set, the subscription identifier, the expiry left.
+func (h *retainHook) stream(ctx context.Context, cl *mqtt.Client, gc *gatedConn, sub packets.Subscription) error {
+	maxQoS := h.server.Options.Capabilities.MaximumQos
+	info := h.server.Info
+	var buf bytes.Buffer
+	return h.store.Scan(ctx, sub.Filter, func(m retained.Message) error {
+		if !h.auth.OnACLCheck(cl, m.Topic, false) {
+			return nil
+		}
+		var pk packets.Packet
+		if err := decodeStored(m.Value, &pk); err != nil {
+			h.log.Error().Err(err).Str("topic", m.Topic).Msg("skipped a stored retained message that does not decode")
+			return nil
+		}
+		qos := min(pk.FixedHeader.Qos, sub.Qos, maxQoS)
+		if err := gc.waitRoom(qos); err != nil {
+			return err
+		}
+		now := time.Now().Unix()
+		out := packets.Packet{
+			FixedHeader:     packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: true},
+			TopicName:       m.Topic,
+			Payload:         pk.Payload,
+			Properties:      pk.Properties,
+			ProtocolVersion: cl.Properties.ProtocolVersion,
+			Created:         now,
+			Expiry:          m.Deadline,
+			Origin:          pk.Origin,
+		}
+		out.Properties.SubscriptionIdentifier = nil
+		if sub.Identifier > 0 {
+			out.Properties.SubscriptionIdentifier = []int{sub.Identifier} // [MQTT-3.3.4-3]
+		}
+		if m.Deadline > 0 {
+			out.Properties.MessageExpiryInterval = uint32(max(m.Deadline-now, 1)) // [MQTT-3.3.2-6]
+		}
+		out.Mods.MaxSize = cl.Properties.Props.MaximumPacketSize
+		out.Mods.AllowResponseInfo = true
+		if qos > 0 {
+			id, err := cl.NextPacketID()
+			if err != nil {
+				return fmt.Errorf("no packet id free: %w", err)
+			}
+			out.PacketID = uint16(id)
+			out.Payload = bytes.Clone(pk.Payload) // m.Value is the Scan's, and mochi may resend it
+			out.TopicName = strings.Clone(m.Topic)
+			if cl.State.Inflight.Set(out) {
+				atomic.AddInt64(&info.Inflight, 1)
+			}
+		}
+		buf.Reset()
+		if err := out.PublishEncode(&buf); err != nil {
+			return h.unreserve(cl, out, fmt.Errorf("encode %s: %w", m.Topic, err))
+		}
+		if out.Mods.MaxSize > 0 && uint32(buf.Len()) > out.Mods.MaxSize {
+			return h.unreserve(cl, out, nil) // [MQTT-3.1.2-25] too large for this client: not sent
+		}
+		if err := gc.writeOwn(buf.Bytes(), out.PacketID, qos); err != nil {
+			return err
+		}
+		atomic.AddInt64(&info.MessagesSent, 1)
+		atomic.AddInt64(&info.PacketsSent, 1)
+		atomic.AddInt64(&info.BytesSent, int64(buf.Len()))
+		return nil
+	})
+}
+
+// unreserve gives back the packet id of a message not sent, and returns err.
+func (h *retainHook) unreserve(cl *mqtt.Client, out packets.Packet, err error) error {
+	if out.FixedHeader.Qos > 0 && cl.State.Inflight.Delete(out.PacketID) {
+		atomic.AddInt64(&h.server.Info.Inflight, -1)
+	}
+	return err
+}
+
+// Stop closes the store (mochi stops its hooks when it closes).
+func (h *retainHook) Stop() error { return h.store.Close() }
