@@ -28,6 +28,7 @@ import (
 	"github.com/opsfirehose/firehose/history"
 	"github.com/opsfirehose/firehose/httpserver"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
+	"github.com/opsfirehose/firehose/internal/datadir"
 	"github.com/opsfirehose/firehose/internal/lifecycle"
 	"github.com/opsfirehose/firehose/mqttin"
 	"github.com/opsfirehose/firehose/router"
@@ -51,6 +52,7 @@ type Bridge struct {
 
 	dashboard *dashboard.Dashboard // nil when dashboard.enabled is false
 	history   *history.History     // nil when history.enabled is false, or in external mode
+	dataDir   *datadir.Lock        // held from New to Close, before any store in it is opened
 
 	configdb *configdbapi.Handler // its relay publishes the outbox from Start to Close
 	chef     *chef.Handler        // it reloads policy locks and publishes tallies from Start to Close
@@ -91,6 +93,13 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 	}()
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	// First, so that a second bridge on the directory gets one error that
+	// says what to do, not a store's lock error.
+	if cfg.DataDir != "" {
+		if b.dataDir, err = datadir.Acquire(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
 	natsSinks := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Sinks)) {
@@ -275,6 +284,7 @@ func (b *Bridge) closeOrder() lifecycle.Parts {
 	ps.Add(b.external != nil, "external broker", connected{b.external})
 	ps.Add(b.broker != nil, "broker", b.broker)
 	ps.Add(b.history != nil, "history", b.history) // after the broker, which records into it
+	ps.Add(b.dataDir != nil, "data directory", b.dataDir)
 	return ps
 }
 

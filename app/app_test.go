@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -236,6 +238,33 @@ func TestNewFailsCleanlyWhenAPortIsTaken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "http.address") {
 		t.Fatalf("err = %v, want one naming http.address", err)
 	}
+}
+
+// TestTwoBridgesOnOneDataDirectory: the second bridge stops before it
+// opens any store, with one error that names the directory, the holder and
+// what to set, and leaves the first one's directory as it was; once the
+// first is closed, the directory is free again.
+func TestTwoBridgesOnOneDataDirectory(t *testing.T) {
+	cfg := sinkConfig(t, coreSink("nats://127.0.0.1:1")) // a required route's outbox in the directory too
+	first, err := New(t.Context(), cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := testConfig(t)
+	second.DataDir, second.Routes, second.Sinks = cfg.DataDir, cfg.Routes, cfg.Sinks
+	_, err = New(t.Context(), second, zerolog.Nop())
+	want := fmt.Sprintf("another bridge uses the data directory %s (pid %d); set data_dir or FIREHOSE_DATA_DIR to give this bridge its own", cfg.DataDir, os.Getpid())
+	if err == nil || err.Error() != want {
+		t.Fatalf("the second bridge: %v\nwant: %s", err, want)
+	}
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(t.Context(), second, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	_ = again.Close(context.Background())
 }
 
 func busMessage(topic string) bus.Message {

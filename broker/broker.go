@@ -170,8 +170,8 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 			_ = b.closeHooks()
 		}
 	}()
-	for _, lc := range cfg.Listeners {
-		inner, err := listen(lc)
+	for i, lc := range cfg.Listeners {
+		inner, err := listen(i, lc)
 		if err != nil {
 			return nil, err
 		}

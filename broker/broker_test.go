@@ -354,8 +354,8 @@ func TestNewNamesTheListenerWhosePortIsTaken(t *testing.T) {
 	cfg := testConfig()
 	cfg.Listeners = append(cfg.Listeners, ListenerConfig{Name: "second", Type: ListenerTCP, Address: taken.Addr().String()})
 	_, err = New(cfg, Options{Logger: zerolog.Nop()})
-	if err == nil || !strings.Contains(err.Error(), "listener second") {
-		t.Fatalf("err = %v, want one naming listener second", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "broker.listeners[1].address: listener second: ") {
+		t.Fatalf("err = %v, want one naming broker.listeners[1].address, listener second", err)
 	}
 	// The first listener's socket was released: a broker can take the same config minus the conflict.
 	cfg.Listeners = cfg.Listeners[:1]

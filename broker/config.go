@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/credentials"
+	"github.com/opsfirehose/firehose/internal/listenaddr"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
 	"github.com/opsfirehose/firehose/topics"
@@ -224,8 +225,8 @@ func (l *ListenerConfig) Validate() error {
 	if l.Type != ListenerTCP && l.Type != ListenerWebSocket {
 		p.Add("type", "%q is not a listener type; use tcp or websocket (TLS is a tls: section on either)", l.Type)
 	}
-	if _, _, err := net.SplitHostPort(l.Address); err != nil {
-		p.Add("address", "%q is not host:port (for example :1883 or 127.0.0.1:1883)", l.Address)
+	if err := listenaddr.Check(l.Address, ":1883 or 127.0.0.1:1883"); err != nil {
+		p.Add("address", "%v", err)
 	}
 	return p.Err()
 }

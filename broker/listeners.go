@@ -14,22 +14,27 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
-// listen opens the socket for one configured listener. We open sockets
-// ourselves, rather than letting mochi do it, so that the bound address is
-// known (tests listen on port 0) and a port in use fails New, not later.
-func listen(cfg ListenerConfig) (listeners.Listener, error) {
+// listen opens the socket for one configured listener, broker.listeners[i].
+// We open sockets ourselves, rather than letting mochi do it, so that the
+// bound address is known (tests listen on port 0) and a port in use fails
+// New, not later. Its errors name the key, so that the command line can say
+// which flag or variable set it.
+func listen(i int, cfg ListenerConfig) (listeners.Listener, error) {
+	key := fmt.Sprintf("broker.listeners[%d].", i)
 	var tlsCfg *tls.Config
 	if cfg.TLS != nil {
 		var err error
 		if tlsCfg, err = cfg.TLS.Server(); err != nil {
-			return nil, fmt.Errorf("listener %s: tls: %w", cfg.Name, err)
+			return nil, &strictyaml.KeyError{Key: key + "tls", Err: fmt.Errorf("listener %s: %w", cfg.Name, err)}
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
-		return nil, fmt.Errorf("listener %s: %w", cfg.Name, err)
+		return nil, &strictyaml.KeyError{Key: key + "address", Err: fmt.Errorf("listener %s: %w", cfg.Name, err)}
 	}
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)

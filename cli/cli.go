@@ -31,7 +31,7 @@ func bridgeProgram() *clicore.Program {
 			if err != nil {
 				return nil, err
 			}
-			return &clicore.Loaded{Log: cfg.Log, HTTP: cfg.HTTP, Runtime: cfg.Runtime, Config: cfg,
+			return &clicore.Loaded{Log: cfg.Log, HTTP: cfg.HTTP, Runtime: cfg.Runtime, Config: cfg, Sources: cfg.Sources(),
 				Warnings: func() []string {
 					var out []string
 					for _, w := range cfg.Warnings() {

@@ -131,3 +131,18 @@ func TestRunStopsOnCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestPasswdFromDevNullPromptsNothing: /dev/null is a character device but
+// no terminal, so passwd asks nobody for a password there; it finds none.
+func TestPasswdFromDevNullPromptsNothing(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	var stdout, stderr testkit.SyncBuffer
+	code := Bridge(clicore.Env{Stdin: null, Stdout: &stdout, Stderr: &stderr, Context: context.Background()}, []string{"passwd"})
+	if code != clicore.ExitUsage || strings.Contains(stderr.String(), "Password") || !strings.Contains(stderr.String(), "empty password") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}

@@ -59,12 +59,18 @@ type Config struct {
 
 	// given holds the keys the file wrote, for Given.
 	given map[string]bool
+	// sources are the keys flags and variables set, for Sources.
+	sources configcore.Sources
 }
 
 // Given reports whether the config file wrote key, a top-level key ("routes")
 // or one a level below ("http.address"), rather than leaving its default.
 // Merge keys and aliases count. With no file, nothing is given.
 func (c *Config) Given(key string) bool { return c.given[key] }
+
+// Sources are the keys that flags and FIREHOSE_* variables set, to name them
+// in a start-up error about their value (a port in use).
+func (c *Config) Sources() configcore.Sources { return c.sources }
 
 // Default is what runs with no config file: everything embedded, the broker on
 // :1883 (anonymous read-only) and :8083 (WebSocket), HTTP on 127.0.0.1:8080.
@@ -110,9 +116,10 @@ func (c *Config) Intakes() []Intake {
 
 // openIntakes names the enabled endpoints that would take requests from
 // anyone: the HTTP listener reaches beyond loopback, allow_unauthenticated is
-// off, and neither http.tokens nor the section's own tokens are set.
+// off, and neither http.tokens nor the section's own tokens are set. An
+// address that is no address is http.address's problem only.
 func (c *Config) openIntakes() []string {
-	if !c.HTTP.BeyondLoopback() || c.HTTP.AllowUnauthenticated || len(c.HTTP.Tokens) > 0 {
+	if !c.HTTP.ValidAddress() || !c.HTTP.BeyondLoopback() || c.HTTP.AllowUnauthenticated || len(c.HTTP.Tokens) > 0 {
 		return nil
 	}
 	var open []string
@@ -171,7 +178,7 @@ func Load(path string, opts Options) (*Config, error) {
 // every problem at once.
 func Parse(data []byte, cfg *Config, opts Options) error {
 	var err error
-	cfg.given, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
+	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
 	return err
 }
 

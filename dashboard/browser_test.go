@@ -174,6 +174,20 @@ func run(t testing.TB, tab context.Context, what string, a chromedp.Action[chrom
 
 // screenshots saves each view's screenshot as an artifact, and in docs/ with -docs.
 func screenshots(t *testing.T, tabs map[string]context.Context) {
+	for _, v := range views {
+		png := screenshot(t, tabs[v], v)
+		if *writeDocs {
+			if err := os.WriteFile(filepath.Join("..", "docs", "dashboard-"+v+".png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("screenshots in %s", artifacts(t))
+}
+
+// artifacts is the directory of the dashboard's screenshots:
+// $FIREHOSE_TEST_ARTIFACTS/dashboard, else one in the temporary directory.
+func artifacts(t testing.TB) string {
 	dir := os.Getenv("FIREHOSE_TEST_ARTIFACTS")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "firehose-artifacts")
@@ -182,24 +196,23 @@ func screenshots(t *testing.T, tabs map[string]context.Context) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range views {
-		ctx, cancel := context.WithTimeout(tabs[v], testkit.WaitTimeout)
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		cancel()
-		if err != nil {
-			t.Fatalf("screenshot of %s: %v", v, err)
-		}
-		name := "dashboard-" + v + ".png"
-		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if *writeDocs {
-			if err := os.WriteFile(filepath.Join("..", "docs", name), png, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+	return dir
+}
+
+// screenshot saves the tab's screenshot as the artifact dashboard-<name>.png
+// and returns it.
+func screenshot(t testing.TB, tab context.Context, name string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, testkit.WaitTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot of %s: %v", name, err)
 	}
-	t.Logf("screenshots in %s", dir)
+	if err := os.WriteFile(filepath.Join(artifacts(t), "dashboard-"+name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return png
 }
 
 func startBridge(t testing.TB) *app.Bridge { return startBridgeIn(t, t.TempDir()) }

@@ -381,6 +381,9 @@ func (f *fleet) query(q FleetQuery) FleetPage {
 	if succeeded > 0 {
 		page.Counts["success"] = succeeded
 	}
-	page.Orgs, page.PolicyGroups = slices.Sorted(maps.Keys(f.orgs)), slices.Sorted(maps.Keys(f.groups))
+	// Arrays even when empty: the page (and any client) reads them as such;
+	// a null stopped the Fleet view before it showed its empty state.
+	page.Orgs = append([]string{}, slices.Sorted(maps.Keys(f.orgs))...)
+	page.PolicyGroups = append([]string{}, slices.Sorted(maps.Keys(f.groups))...)
 	return page
 }

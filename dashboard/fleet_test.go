@@ -118,6 +118,24 @@ func TestNodeReadsTheAdaptersSummary(t *testing.T) {
 	}
 }
 
+// An empty fleet's page has empty arrays, not nulls: the page's script
+// reads them as arrays (a null stopped the view before its empty state).
+func TestAnEmptyFleetPageHasArrays(t *testing.T) {
+	b, err := json.Marshal(newFleet().query(FleetQuery{Limit: 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page map[string]any
+	if err := json.Unmarshal(b, &page); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"orgs", "policy_groups", "rows"} {
+		if _, ok := page[k].([]any); !ok {
+			t.Errorf("%s is %v in %s, want an array", k, page[k], b)
+		}
+	}
+}
+
 // BenchmarkFleetSet is a node's new status (its run ended now) in fleets
 // of growing size: what the aggregator spends per Chef converge. It must
 // not grow with the fleet (issue 25: CPU per converge within 1.2x of an

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/listenaddr"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
@@ -59,8 +60,8 @@ func DefaultConfig() Config {
 // adapters' sections too, so package config applies it, with BeyondLoopback.
 func (c *Config) Validate() error {
 	var p strictyaml.Problems
-	if _, _, err := net.SplitHostPort(c.Address); err != nil {
-		p.Add("address", "%q is not host:port (for example 127.0.0.1:8080)", c.Address)
+	if err := listenaddr.Check(c.Address, "127.0.0.1:8080"); err != nil {
+		p.Add("address", "%v", err)
 	}
 	for i, t := range c.Tokens {
 		if t.Token == "" {
@@ -83,11 +84,17 @@ func (c *Config) Validate() error {
 }
 
 // BeyondLoopback reports whether the listener can be reached from other
-// machines. An address that does not parse counts as reachable.
+// machines. An address that does not parse counts as reachable; Validate
+// reports it (ValidAddress).
 func (c *Config) BeyondLoopback() bool {
 	host, _, err := net.SplitHostPort(c.Address)
 	return err != nil || !IsLoopback(host)
 }
+
+// ValidAddress reports whether Address can be listened on, so that a rule
+// about where the intake listens is not applied to an address Validate
+// already refuses: one bad value, one problem.
+func (c *Config) ValidAddress() bool { return listenaddr.Check(c.Address, "") == nil }
 
 // IsLoopback reports whether a listen host reaches only this machine. An empty
 // host, 0.0.0.0 and :: listen everywhere; host names other than localhost are

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/internal/metric"
+	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
 // Options carries what the server needs besides its config section.
@@ -68,7 +69,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
-		return nil, fmt.Errorf("http.address: %w", err)
+		return nil, &strictyaml.KeyError{Key: "http.address", Err: err} // the command line names the flag that set it
 	}
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)

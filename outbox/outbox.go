@@ -24,6 +24,7 @@ import (
 	"github.com/cockroachdb/pebble"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/internal/datadir"
 	"github.com/opsfirehose/firehose/internal/logging"
 
 	"github.com/opsfirehose/firehose/bus"
@@ -66,6 +67,9 @@ func Open(dir string, maxBytes int64, log zerolog.Logger) (*Outbox, error) {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	db, err := pebble.Open(dir, &pebble.Options{Logger: logging.Pebble{Log: log}})
+	if datadir.InUse(err) {
+		return nil, fmt.Errorf("outbox %s is open in another process (a bridge on the same data_dir?): %w", dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", dir, err)
 	}

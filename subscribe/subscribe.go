@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/url"
 	"os"
@@ -24,6 +25,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mattn/go-isatty"
 
+	"github.com/opsfirehose/firehose/internal/backoff"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
 	"github.com/opsfirehose/firehose/topics"
 )
@@ -31,7 +33,7 @@ import (
 // Exit codes.
 const (
 	ExitOK    = 0
-	ExitError = 1 // the broker is unreachable, refused us, or went away
+	ExitError = 1 // the broker is unreachable or refused us
 	ExitUsage = 2 // bad flags
 )
 
@@ -64,7 +66,7 @@ type options struct {
 
 // Run is `bridge sub [FILTER...] [flags]`; it returns the exit code. It ends
 // when ctx is done (SIGINT/SIGTERM), after --count messages, or when the
-// broker goes away.
+// first connection fails; a connection that drops later is made again.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
@@ -75,7 +77,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 	}
 	color := o.color == "always" || o.color == "auto" && isTerminal(stdout) && !hasEnv(lookupEnv, "NO_COLOR")
 	p := printer{w: stdout, format: o.format, color: color}
-	run := run
+	run := func(ctx context.Context, o options, p *printer) error { return follow(ctx, o, p, stderr) }
 	if o.history.enabled() {
 		run = runSince
 	}
@@ -110,9 +112,14 @@ Examples:
   bridge sub --since 12h 'chef/+/+/run/failure'           what failed overnight, then what fails now
   bridge sub --since 2026-11-27T22:00:00Z --until 1h 'ansible/#'   a window of the history, then exit
 
+A connection that drops (a restart of the bridge) is made again, with
+back-off, and the filters subscribed again; stderr says so.
+
 Flags:
 `)
+	fs.SetOutput(w) // parse writes nowhere: its errors are ours
 	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
 }
 
 func parse(args []string, stderr io.Writer, lookupEnv func(string) (string, bool)) (options, int, bool) {
@@ -235,7 +242,63 @@ type received struct {
 	at       time.Time
 }
 
-func run(ctx context.Context, o options, p *printer) error {
+// The waits between attempts to reconnect after the connection dropped.
+const (
+	reconnectMin = 250 * time.Millisecond
+	reconnectMax = 10 * time.Second
+)
+
+// errLost is a dropped connection, which follow answers by reconnecting.
+type errLost struct{ err error }
+
+func (e errLost) Error() string { return "lost the connection: " + e.err.Error() }
+
+// follow connects, subscribes and prints until ctx ends or the flags say
+// stop. A first connection that fails is an error (the broker is not
+// there, or refuses us); once connected, a dropped connection is retried
+// with back-off, saying so on stderr, and the filters are subscribed again,
+// so a restart of the bridge costs the messages published while it was
+// down and nothing else. --count counts across connections, and a retained
+// message the broker sends again after a reconnect is printed again only if
+// it changed, so --count and --retained-only mean what they mean on one
+// connection.
+func follow(ctx context.Context, o options, p *printer, stderr io.Writer) error {
+	msgs := make(chan received, 4096)
+	c, lost, err := connect(ctx, o, msgs)
+	if c == nil || err != nil {
+		return err
+	}
+	seen := &progress{retained: make(map[string]uint64)}
+	wait := backoff.Backoff{Min: reconnectMin, Max: reconnectMax}
+	for {
+		err := seen.print(ctx, o, p, msgs, lost)
+		c.Disconnect(250)
+		var dropped errLost
+		if !errors.As(err, &dropped) {
+			return err
+		}
+		fmt.Fprintf(stderr, "bridge sub: lost the connection to %s: %v; reconnecting\n", o.url, dropped.err)
+		for d := wait.Next(); ; d = wait.Next() {
+			if !backoff.Sleep(ctx, d) {
+				return nil
+			}
+			if c, lost, err = connect(ctx, o, msgs); c != nil && err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			fmt.Fprintf(stderr, "bridge sub: %v; trying again\n", err)
+		}
+		wait.Reset()
+		fmt.Fprintf(stderr, "bridge sub: reconnected to %s and subscribed again\n", o.url)
+	}
+}
+
+// connect makes one connection and subscribes it to the filters; messages
+// go to msgs, and lost receives the error that ends the connection. It
+// returns a nil client and no error when ctx ends first.
+func connect(ctx context.Context, o options, msgs chan<- received) (paho.Client, <-chan error, error) {
 	opts := paho.NewClientOptions().
 		AddBroker(o.url).
 		SetCleanSession(true).
@@ -254,7 +317,7 @@ func run(ctx context.Context, o options, p *printer) error {
 	if strings.HasPrefix(o.url, "ssl://") || strings.HasPrefix(o.url, "wss://") || o.tls != (tlsconfig.Client{}) {
 		cfg, err := o.tls.Config()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		opts.SetTLSConfig(cfg)
 	}
@@ -269,16 +332,20 @@ func run(ctx context.Context, o options, p *printer) error {
 	tok := c.Connect()
 	if !waitToken(ctx, tok, o.connectTimeout+time.Second) {
 		if ctx.Err() != nil {
-			return nil
+			return nil, nil, nil
 		}
-		return fmt.Errorf("cannot connect to %s: timed out after %v (is a broker listening there? --url sets another)", o.url, o.connectTimeout)
+		return nil, nil, fmt.Errorf("cannot connect to %s: timed out after %v (is a broker listening there? --url sets another)", o.url, o.connectTimeout)
 	}
 	if err := tok.Error(); err != nil {
-		return fmt.Errorf("cannot connect to %s: %w (%s)", o.url, err, hint(err, o))
+		return nil, nil, fmt.Errorf("cannot connect to %s: %w (%s)", o.url, err, hint(err, o))
 	}
-	defer c.Disconnect(250)
+	c, err := subscribe(ctx, c, o, msgs)
+	return c, lost, err
+}
 
-	msgs := make(chan received, 4096)
+// subscribe subscribes a connected client to the filters, and disconnects it
+// when that fails.
+func subscribe(ctx context.Context, c paho.Client, o options, msgs chan<- received) (paho.Client, error) {
 	handler := func(_ paho.Client, m paho.Message) {
 		r := received{topic: m.Topic(), payload: m.Payload(), retained: m.Retained(), qos: m.Qos(), at: time.Now()}
 		select {
@@ -291,38 +358,58 @@ func run(ctx context.Context, o options, p *printer) error {
 		filters[f] = byte(o.qos)
 	}
 	st := c.SubscribeMultiple(filters, handler)
-	if !waitToken(ctx, st, o.connectTimeout) {
+	var err error
+	switch {
+	case !waitToken(ctx, st, o.connectTimeout):
 		if ctx.Err() != nil {
-			return nil
+			c.Disconnect(0)
+			return nil, nil
 		}
-		return fmt.Errorf("subscribe at %s: no answer within %v", o.url, o.connectTimeout)
-	}
-	if err := st.Error(); err != nil {
-		return fmt.Errorf("subscribe at %s: %w", o.url, err)
-	}
-	if sub, ok := st.(*paho.SubscribeToken); ok {
-		for f, code := range sub.Result() {
-			if code >= 0x80 {
-				who := "anonymous clients"
-				if o.username != "" {
-					who = "user " + o.username
+		err = fmt.Errorf("subscribe at %s: no answer within %v", o.url, o.connectTimeout)
+	case st.Error() != nil:
+		err = fmt.Errorf("subscribe at %s: %w", o.url, st.Error())
+	default:
+		if sub, ok := st.(*paho.SubscribeToken); ok {
+			for f, code := range sub.Result() {
+				if code >= 0x80 {
+					who := "anonymous clients"
+					if o.username != "" {
+						who = "user " + o.username
+					}
+					err = fmt.Errorf("the broker refused the subscription to %q (%s may not read it)", f, who)
 				}
-				return fmt.Errorf("the broker refused the subscription to %q (%s may not read it)", f, who)
 			}
 		}
 	}
+	if err != nil {
+		c.Disconnect(0)
+		return nil, err
+	}
+	return c, nil
+}
 
+// progress is what has been printed, across connections.
+type progress struct {
+	n int // messages printed, for --count
+	// retained holds a hash of the payload last printed for each topic
+	// that came retained, so a reconnect's retained messages are printed
+	// only if they changed.
+	retained map[string]uint64
+}
+
+// print prints the messages of one connection until ctx ends (nil), the
+// flags say stop (nil), or the connection drops (errLost).
+func (s *progress) print(ctx context.Context, o options, p *printer, msgs <-chan received, lost <-chan error) error {
 	var quiet <-chan time.Time
 	if o.retainedOnly {
 		quiet = time.After(retainedQuiet)
 	}
-	n := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case err := <-lost:
-			return fmt.Errorf("lost the connection to %s: %w", o.url, err)
+			return errLost{err}
 		case <-quiet:
 			return nil
 		case m := <-msgs:
@@ -335,15 +422,33 @@ func run(ctx context.Context, o options, p *printer) error {
 				}
 				quiet = time.After(retainedQuiet)
 			}
+			if !s.isNew(m) {
+				continue
+			}
 			if err := p.print(m); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
-			n++
-			if o.count > 0 && n >= o.count {
+			s.n++
+			if o.count > 0 && s.n >= o.count {
 				return nil
 			}
 		}
 	}
+}
+
+// isNew reports whether m should be printed: anything but a retained
+// message whose payload was printed last for its topic, which a reconnect's
+// subscription brings again.
+func (s *progress) isNew(m received) bool {
+	h, tracked := s.retained[m.topic]
+	if !m.retained && !tracked {
+		return true
+	}
+	sum := fnv.New64a()
+	sum.Write(m.payload)
+	now := sum.Sum64()
+	s.retained[m.topic] = now
+	return !m.retained || !tracked || h != now
 }
 
 // waitToken waits for a paho token, ctx or the timeout; it reports whether

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +245,85 @@ func TestBadFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := Run(context.Background(), []string{"--help"}, &out, &errOut, nil); code != ExitOK || !strings.Contains(errOut.String(), "--retained-only") {
 		t.Errorf("--help: %d %q", code, errOut.String())
+	}
+}
+
+// TestSurvivesABrokerRestart: bridge sub reconnects when the bridge
+// restarts, says so on stderr, subscribes again and prints what is
+// published after the restart. --count counts across the connections, and
+// the retained status the new broker sends again, unchanged, is not
+// printed (nor counted) twice.
+func TestSurvivesABrokerRestart(t *testing.T) {
+	addr := testkit.FreePort(t)
+	onAddr := func(cfg *broker.Config) { cfg.Listeners[0].Address = addr }
+	first := testbus.Start(t, onAddr)
+	retained := bus.Message{Topic: "chef/acme/web01/status", Payload: []byte(status), QoS: 1, Retain: true}
+	if err := first.Publish(context.Background(), retained); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, wait := sub(t, "--url", "tcp://"+addr, "--count", "3", "--color", "never", "chef/#")
+	testkit.Eventually(t, func() bool { return strings.Contains(out.String(), "web01/status") }, "the retained status")
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool { return strings.Contains(errOut.String(), "lost the connection") }, "bridge sub to notice the restart")
+
+	second := testbus.Start(t, onAddr)
+	if err := second.Publish(context.Background(), retained); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool { return strings.Contains(errOut.String(), "subscribed again") }, "bridge sub to subscribe again; stderr: %s", errOut)
+	for _, node := range []string{"web02", "web03"} {
+		if err := second.Publish(context.Background(), bus.Message{Topic: "chef/acme/" + node + "/run/start", Payload: []byte(`{"n":1}`), QoS: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := wait(); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "web01/status (retained)") || !strings.Contains(lines[1], "web02/run/start") || !strings.Contains(lines[2], "web03/run/start") {
+		t.Fatalf("want the retained status once, then both runs after the restart; got:\n%s", out)
+	}
+	if want := "bridge sub: lost the connection to tcp://" + addr + ": EOF; reconnecting\n"; !strings.HasPrefix(errOut.String(), want) {
+		t.Errorf("stderr %q, want it to start %q", errOut, want)
+	}
+}
+
+// TestRetainedOnlyAcrossAReconnect feeds print two connections' messages as
+// a broker sends them: the retained ones again after the reconnect. With
+// --retained-only, each retained value is printed once, a changed one
+// again, and the first live message still ends it.
+func TestRetainedOnlyAcrossAReconnect(t *testing.T) {
+	var out bytes.Buffer
+	p := printer{w: &out, format: "raw"}
+	o := options{retainedOnly: true}
+	seen := &progress{retained: map[string]uint64{}}
+	msg := func(topic, payload string, retained bool) received {
+		return received{topic: topic, payload: []byte(payload), retained: retained}
+	}
+	first := make(chan received, 4)
+	first <- msg("chef/a/web01/status", "1", true)
+	first <- msg("chef/a/web02/status", "1", true)
+	lost := make(chan error, 1)
+	go func() {
+		// The drop comes once both were printed: print takes messages in order.
+		for len(first) > 0 {
+			runtime.Gosched()
+		}
+		lost <- io.EOF
+	}()
+	if err := seen.print(context.Background(), o, &p, first, lost); !errors.As(err, new(errLost)) {
+		t.Fatalf("the first connection: %v, want it lost", err)
+	}
+	second := make(chan received, 4)
+	second <- msg("chef/a/web01/status", "1", true) // unchanged
+	second <- msg("chef/a/web02/status", "2", true) // changed while we were away
+	second <- msg("chef/a/web03/run/start", "live", false)
+	if err := seen.print(context.Background(), o, &p, second, make(chan error)); err != nil {
+		t.Fatalf("the second connection: %v", err)
+	}
+	if got := out.String(); got != "1\n1\n2\n" {
+		t.Fatalf("printed %q, want each retained value once and the changed one again", got)
 	}
 }

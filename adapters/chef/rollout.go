@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/internal/datadir"
 	"github.com/opsfirehose/firehose/internal/logging"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	chefpayload "github.com/opsfirehose/firehose/payloads/chef"
@@ -248,6 +249,9 @@ func openRollout(dir string, maxNodes int, log zerolog.Logger) (*rolloutStore, e
 		Cache:        cache,
 		MemTableSize: 4 << 20,
 	})
+	if datadir.InUse(err) {
+		return nil, fmt.Errorf("rollout store %s is open in another process (a bridge on the same data_dir?): %w", dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rollout store %s: %w", dir, err)
 	}

@@ -22,7 +22,7 @@ func program() *clicore.Program {
 			if err != nil {
 				return nil, err
 			}
-			return &clicore.Loaded{Log: cfg.Log, HTTP: cfg.HTTP, Runtime: cfg.Runtime, Config: cfg}, nil
+			return &clicore.Loaded{Log: cfg.Log, HTTP: cfg.HTTP, Runtime: cfg.Runtime, Config: cfg, Sources: cfg.Sources()}, nil
 		},
 		Run: func(ctx context.Context, l *clicore.Loaded, log zerolog.Logger) error {
 			return run(ctx, *l.Config.(*Config), log)

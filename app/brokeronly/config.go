@@ -43,7 +43,8 @@ type Config struct {
 	Dashboard any `yaml:"dashboard"`
 	History   any `yaml:"history"`
 
-	given map[string]bool
+	given   map[string]bool
+	sources configcore.Sources
 }
 
 // bridgeOnlyKeys are the top-level keys of the bridge's file that cmd/broker
@@ -65,6 +66,9 @@ func Default() Config {
 
 // Given reports whether the config file wrote key, as config.Config.Given.
 func (c *Config) Given(key string) bool { return c.given[key] }
+
+// Sources are the keys flags and variables set, as config.Config.Sources.
+func (c *Config) Sources() configcore.Sources { return c.sources }
 
 // BridgeOnly lists the bridge's sections the file gives, which cmd/broker
 // ignores, in bridgeOnlyKeys' order.
@@ -101,6 +105,6 @@ func Load(path string, opts configcore.Options) (*Config, error) {
 // Parse decodes YAML over cfg, which holds the defaults, as config.Parse does.
 func Parse(data []byte, cfg *Config, opts configcore.Options) error {
 	var err error
-	cfg.given, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
+	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
 	return err
 }

@@ -359,39 +359,51 @@ func (s *Store) Scan(ctx context.Context, filter string, fn func(Message) error)
 		}
 		chunk, arena = chunk[:0], arena[:0]
 		now := time.Now().Unix()
-		it, err := s.db.NewIter(opts)
+		// A chunk is read while Close waits: Close may come while fn
+		// blocks (the server shutting down), and pebble panics on an
+		// iterator of a closed DB.
+		if !s.enterRead() {
+			return ErrClosed
+		}
+		more, err := func() (bool, error) {
+			defer s.wg.Done()
+			it, err := s.db.NewIter(opts)
+			if err != nil {
+				return false, fmt.Errorf("scan retained %s: %w", filter, err)
+			}
+			ok := it.First()
+			if after != nil {
+				ok = it.SeekGE(after)
+				if ok && bytes.Equal(it.Key(), after) {
+					ok = it.Next()
+				}
+			}
+			for ; ok && len(chunk) < scanChunk; ok = it.Next() {
+				topic := it.Key()
+				if !topics.Match(filter, string(topic)) {
+					continue
+				}
+				v := it.Value()
+				if len(v) < headerSize {
+					continue
+				}
+				d := deadlineOf(v)
+				if d > 0 && d <= now {
+					continue // the expiry timer removes it
+				}
+				start := len(arena)
+				arena = append(arena, topic...)
+				arena = append(arena, v[headerSize:]...)
+				chunk = append(chunk, Message{Deadline: d, Value: arena[start+len(topic) : len(arena) : len(arena)]})
+				chunk[len(chunk)-1].Topic = string(arena[start : start+len(topic)])
+			}
+			if err := it.Close(); err != nil {
+				return false, fmt.Errorf("scan retained %s: %w", filter, err)
+			}
+			return ok, nil
+		}()
 		if err != nil {
-			return fmt.Errorf("scan retained %s: %w", filter, err)
-		}
-		ok := it.First()
-		if after != nil {
-			ok = it.SeekGE(after)
-			if ok && bytes.Equal(it.Key(), after) {
-				ok = it.Next()
-			}
-		}
-		for ; ok && len(chunk) < scanChunk; ok = it.Next() {
-			topic := it.Key()
-			if !topics.Match(filter, string(topic)) {
-				continue
-			}
-			v := it.Value()
-			if len(v) < headerSize {
-				continue
-			}
-			d := deadlineOf(v)
-			if d > 0 && d <= now {
-				continue // the expiry timer removes it
-			}
-			start := len(arena)
-			arena = append(arena, topic...)
-			arena = append(arena, v[headerSize:]...)
-			chunk = append(chunk, Message{Deadline: d, Value: arena[start+len(topic) : len(arena) : len(arena)]})
-			chunk[len(chunk)-1].Topic = string(arena[start : start+len(topic)])
-		}
-		more := ok
-		if err := it.Close(); err != nil {
-			return fmt.Errorf("scan retained %s: %w", filter, err)
+			return err
 		}
 		for i := range chunk {
 			if err := fn(chunk[i]); err != nil {
@@ -403,6 +415,18 @@ func (s *Store) Scan(ctx context.Context, filter string, fn func(Message) error)
 		}
 		after = append(after[:0], chunk[len(chunk)-1].Topic...)
 	}
+}
+
+// enterRead reports whether the store is open, and if so counts a read
+// that Close waits for (s.wg; Done when it ends).
+func (s *Store) enterRead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
 }
 
 // literalPrefix is the part of filter before its first wildcard level.

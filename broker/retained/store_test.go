@@ -223,3 +223,40 @@ func FuzzLiteralPrefix(f *testing.F) {
 		}
 	})
 }
+
+// TestCloseDuringAScan: a server shutting down closes the store while a
+// subscriber's stream is in a Scan whose fn blocks on the subscriber. Close
+// does not wait for fn, and the Scan then ends with ErrClosed; it read a
+// closed pebble DB before, which panics.
+func TestCloseDuringAScan(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range scanChunk + 1 {
+		put(t, s, fmt.Sprintf("t/%05d", i), "x")
+	}
+	inFn, release := make(chan struct{}), make(chan struct{})
+	scanned := make(chan error, 1)
+	go func() {
+		first := true
+		scanned <- s.Scan(context.Background(), "#", func(Message) error {
+			if first {
+				first = false
+				close(inFn)
+				<-release
+			}
+			return nil
+		})
+	}()
+	testkit.Next(t, inFn)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	if err := testkit.Next(t, closed); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := testkit.Next(t, scanned); err != ErrClosed {
+		t.Fatalf("Scan = %v, want ErrClosed", err)
+	}
+}

@@ -93,6 +93,8 @@ type Loaded struct {
 	Warnings func() []string
 	// Config is the program's own config, for its Run.
 	Config any
+	// Sources name the flags and variables behind keys, in Run's error.
+	Sources configcore.Sources
 }
 
 // Program is one binary.
@@ -199,7 +201,7 @@ func (p *Program) usage(w io.Writer, prog string) {
 	fmt.Fprintf(tw, "  help [command|env]\tthis text, a command's flags, or the FIREHOSE_* variables\n")
 	_ = tw.Flush()
 	fmt.Fprintf(w, `
-Flags of run (check and health take the same):
+Flags of run (check takes the same; health --config, -c and --http-address):
 `)
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(w)
@@ -250,13 +252,20 @@ type settings struct {
 
 // runFlags adds --config and the address flags to fs.
 func (p *Program) runFlags(fs *flag.FlagSet, env Env) *settings {
+	s := p.configFlags(fs, env)
+	s.mqttAddr = fs.String("mqtt-address", "", "the MQTT (tcp, no TLS) listener's `host:port`; \"\" removes it ($FIREHOSE_MQTT_ADDRESS)")
+	s.wsAddr = fs.String("ws-address", "", "the MQTT over WebSocket (no TLS) listener's `host:port`; \"\" removes it ($FIREHOSE_WS_ADDRESS)")
+	return s
+}
+
+// configFlags adds --config and --http-address to fs: all that health
+// reads of the config.
+func (p *Program) configFlags(fs *flag.FlagSet, env Env) *settings {
 	def, _ := env.LookupEnv("FIREHOSE_CONFIG")
 	s := &settings{fs: fs, lookupEnv: env.LookupEnv, program: p}
 	s.path = fs.String("config", def, "YAML config `file` (default $FIREHOSE_CONFIG; none means built-in defaults)")
 	fs.StringVar(s.path, "c", def, "shorthand for --config")
 	s.httpAddr = fs.String("http-address", "", "HTTP listener `host:port` (http.address; $FIREHOSE_HTTP_ADDRESS)")
-	s.mqttAddr = fs.String("mqtt-address", "", "the MQTT (tcp, no TLS) listener's `host:port`; \"\" removes it ($FIREHOSE_MQTT_ADDRESS)")
-	s.wsAddr = fs.String("ws-address", "", "the MQTT over WebSocket (no TLS) listener's `host:port`; \"\" removes it ($FIREHOSE_WS_ADDRESS)")
 	return s
 }
 
@@ -322,7 +331,7 @@ func (p *Program) runCommand() Command {
 			log.Info().Str("version", in.Version).Str("commit", in.Commit).Str("go", in.GoVersion).
 				Str("config", orDefaults(*s.path)).Msg("starting " + prog)
 			if err := p.Run(env.Context, cfg, log); err != nil {
-				fmt.Fprintf(env.Stderr, "%s: %v\n", prog, indent(err))
+				fmt.Fprintf(env.Stderr, "%s: %v\n", prog, indent(cfg.Sources.Name(err)))
 				return ExitError
 			}
 			return ExitOK
@@ -388,15 +397,11 @@ func passwdCommand() Command {
 			if code, ok := ParseFlags(fs, args); !ok {
 				return code
 			}
-			if f, ok := env.Stdin.(*os.File); ok && terminal.Is(f) {
-				fmt.Fprint(env.Stderr, "Password (echoed): ")
-			}
-			line, err := bufio.NewReader(env.Stdin).ReadString('\n')
-			if err != nil && !errors.Is(err, io.EOF) {
+			password, err := readPassword(env)
+			if err != nil {
 				fmt.Fprintf(env.Stderr, "%s passwd: %v\n", prog, err)
 				return ExitError
 			}
-			password := strings.TrimRight(line, "\r\n")
 			if password == "" {
 				fmt.Fprintf(env.Stderr, "%s passwd: empty password; pipe one in, e.g. `printf %%s \"$PASS\" | %s passwd`\n", prog, prog)
 				return ExitUsage
@@ -409,6 +414,22 @@ func passwdCommand() Command {
 			fmt.Fprintln(env.Stdout, string(hash))
 			return ExitOK
 		}}
+}
+
+// readPassword reads passwd's password: typed at a terminal, without echo;
+// else the first line of stdin.
+func readPassword(env Env) (string, error) {
+	if f, ok := env.Stdin.(*os.File); ok && terminal.Is(f) {
+		fmt.Fprint(env.Stderr, "Password: ")
+		password, err := terminal.ReadSecret(env.Context, f)
+		fmt.Fprintln(env.Stderr) // the Enter typed was not echoed either
+		return password, err
+	}
+	line, err := bufio.NewReader(env.Stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
 }
 
 func versionCommand() Command {

@@ -22,7 +22,7 @@ func (p *Program) healthCommand() Command {
 	return Command{Name: "health", Args: "[--ready] [--url URL] [--timeout D]", Summary: "exit 0 if the running process on this machine answers /healthz (or /readyz) with 200",
 		Run: func(env Env, prog string, args []string) int {
 			fs := NewFlagSet(env, prog, "health")
-			s := p.runFlags(fs, env)
+			s := p.configFlags(fs, env)
 			ready := fs.Bool("ready", false, "ask /readyz (the broker up, every required sink connected) rather than /healthz (alive)")
 			base := fs.String("url", "", "the HTTP listener's `URL`, e.g. https://127.0.0.1:8080 (default: from http.address)")
 			timeout := fs.Duration("timeout", 5*time.Second, "give up after this `duration`")

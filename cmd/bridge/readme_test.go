@@ -29,7 +29,7 @@ const (
 	cmdDenied     = "curl -s 127.0.0.1:8080/metrics | grep '^firehose_broker_publish_denied_total'"
 	cmdCheck      = "go run ./cmd/bridge check --config examples/tour.yaml"
 	cmdCheckShape = "go run ./cmd/bridge check --syntax-only --config config.example.yaml"
-	cmdTwoBridges = "go run ./cmd/bridge --http-address 127.0.0.1:8081 --mqtt-address :1884 --ws-address ''"
+	cmdTwoBridges = "FIREHOSE_DATA_DIR=data2 go run ./cmd/bridge --http-address 127.0.0.1:8081 --mqtt-address :1884 --ws-address ''"
 	cmdPasswd     = "printf %s 'the-password' | go run ./cmd/bridge passwd"
 	cmdBroker     = "go run ./cmd/broker --config examples/tour.yaml"
 	cmdChef       = "curl -s --data-binary @adapters/chef/testdata/01_run_start_chef12_ubuntu/input.json 127.0.0.1:8080/data-collector/v0/"
@@ -209,7 +209,7 @@ func TestReadme(t *testing.T) {
 
 		for _, c := range []string{cmdAnonPub, cmdOutsidePub} {
 			out, _ := shell(t, bins, c).CombinedOutput()
-			if !strings.Contains(string(out), "Warning: Publish 1 failed: Not authorized.") {
+			if string(out) != "Warning: Publish 1 failed: Not authorized.\nnot authorized\n" { // as the README shows
 				t.Errorf("%s printed %q", c, out)
 			}
 		}
@@ -341,7 +341,19 @@ func TestReadme(t *testing.T) {
 
 	t.Run("a second bridge beside the first, by flags", func(t *testing.T) {
 		testkit.RequirePortsFree(t, "127.0.0.1:8081", ":1884")
-		p := testkit.Start(t, t.TempDir(), "sh", "-c", "exec "+strings.Replace(cmdTwoBridges, "go run ./cmd/bridge", bins["bridge"], 1))
+		// Both in one directory, as on a fresh clone: the first bridge's
+		// state is in ./data, so the second needs a directory of its own.
+		dir := t.TempDir()
+		first := testkit.Start(t, dir, "sh", "-c", "exec "+bins["bridge"])
+		testkit.WaitHTTP(t, first, "http://127.0.0.1:8080/healthz")
+		sameDir := testkit.Start(t, dir, "sh", "-c", "exec "+bins["bridge"]+" --http-address 127.0.0.1:8081 --mqtt-address :1884 --ws-address ''")
+		want := `another bridge uses the data directory data (pid `
+		testkit.Eventually(t, func() bool { return strings.Contains(sameDir.Output(), want) }, "a second bridge on ./data to say it is in use")
+		testkit.Eventually(t, sameDir.Exited, "a second bridge on ./data to stop")
+		if !strings.Contains(sameDir.Output(), want) || !strings.Contains(sameDir.Output(), "set data_dir or FIREHOSE_DATA_DIR") {
+			t.Fatalf("a second bridge on ./data said:\n%s\nwant %q and what to set", sameDir.Output(), want)
+		}
+		p := testkit.Start(t, dir, "sh", "-c", strings.Replace(cmdTwoBridges, "go run ./cmd/bridge", "exec "+bins["bridge"], 1))
 		testkit.WaitHTTP(t, p, "http://127.0.0.1:8081/healthz")
 		testkit.WaitTCP(t, p, "127.0.0.1:1884")
 		testkit.Eventually(t, func() bool { return strings.Contains(p.Output(), "bridge ready") }, "the bridge to log readiness")
@@ -350,6 +362,9 @@ func TestReadme(t *testing.T) {
 		}
 		if err := p.Stop(); err != nil {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Output())
+		}
+		if err := first.Stop(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, first.Output())
 		}
 	})
 

@@ -100,20 +100,20 @@ func Load[C any](path string, cfg *C, opts Options, parse func([]byte, *C, Optio
 // the defaults, with the overrides applied, then loads the users_file of b,
 // the broker section inside cfg, a relative path being taken from opts.Dir.
 // It reports every problem at once, and returns the keys the file wrote (see
-// givenKeys).
-func Parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]bool, error) {
-	var sources map[string]string
+// givenKeys) and the keys the overrides set.
+func Parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]bool, Sources, error) {
+	var sources Sources
 	if len(opts.Overrides) > 0 {
 		var err error
 		if data, sources, err = applyOverrides(data, opts.Overrides); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	given, err := parse(data, cfg, b, opts)
 	if opts.SyntaxOnly {
 		err = withoutOutsideProblems(err)
 	}
-	return given, nameSources(err, sources)
+	return given, sources, sources.Name(err)
 }
 
 func parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]bool, error) {

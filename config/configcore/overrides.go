@@ -146,7 +146,7 @@ func isValue(t reflect.Type) bool {
 
 // applyOverrides returns the YAML document data with the overrides set,
 // and which source set each key path, so that problems can name it.
-func applyOverrides(data []byte, ovs []Override) ([]byte, map[string]string, error) {
+func applyOverrides(data []byte, ovs []Override) ([]byte, Sources, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		// The file does not parse: decoding it reports why, by line.
@@ -159,7 +159,7 @@ func applyOverrides(data []byte, ovs []Override) ([]byte, map[string]string, err
 	if isNullNode(root) {
 		*root = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	}
-	sources := map[string]string{}
+	sources := Sources{}
 	var errs []error
 	for _, o := range ovs {
 		var path string
@@ -176,7 +176,9 @@ func applyOverrides(data []byte, ovs []Override) ([]byte, map[string]string, err
 			errs = append(errs, &strictyaml.KeyError{Key: o.Key, Err: fmt.Errorf("%s: %w", o.Source, err)})
 			continue
 		}
-		sources[path] = o.Source
+		if path != "" {
+			sources[path] = o.Source
+		}
 	}
 	if len(errs) > 0 {
 		return nil, nil, errors.Join(errs...)
@@ -283,7 +285,8 @@ func valueNode(v string) *yaml.Node {
 // setListenerAddress sets the address of the first listener of type typ
 // without tls in broker.listeners, which is first filled with the defaults
 // when the file has none; with no such listener one named name is added.
-// An empty address removes the listener. It returns the listener's key path.
+// An empty address removes the listener. It returns the listener's key
+// path, or "" for a removal (no key is left to name).
 func setListenerAddress(root *yaml.Node, typ, name, address string) (string, error) {
 	b := findOrAdd(root, "broker", &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"})
 	b, ok := mapping(b)
@@ -317,15 +320,14 @@ func setListenerAddress(root *yaml.Node, typ, name, address string) (string, err
 		if lt != typ || hasTLS {
 			continue
 		}
-		path := fmt.Sprintf("broker.listeners[%d].address", i)
 		if address == "" {
 			ls.Content = append(ls.Content[:i], ls.Content[i+1:]...)
-			return path, nil
+			return "", nil // nothing left to name: the index is the next listener's now
 		}
-		return path, setKey(l, []string{"address"}, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: address})
+		return fmt.Sprintf("broker.listeners[%d].address", i), setKey(l, []string{"address"}, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: address})
 	}
 	if address == "" {
-		return "broker.listeners", nil
+		return "", nil
 	}
 	ls.Content = append(ls.Content, listenerNode(name, typ, address))
 	return fmt.Sprintf("broker.listeners[%d].address", len(ls.Content)-1), nil
@@ -356,9 +358,16 @@ func listenerNode(name, typ, address string) *yaml.Node {
 	}}
 }
 
-// nameSources rewrites the problems at keys an override set so that they
-// name the override: "http.address (from --http-address): ...".
-func nameSources(err error, sources map[string]string) error {
+// Sources maps each key path an override set ("broker.listeners[0].address")
+// to the override's Source ("--mqtt-address").
+type Sources map[string]string
+
+// Name rewrites the problems in err at keys an override set
+// (strictyaml.KeyErrors, joined or alone) so that they name the override:
+// "http.address (from --http-address): ...". Config problems pass through
+// it when the file is loaded; the command line passes a start-up error
+// through it too (a port in use), with the sources the load kept.
+func (sources Sources) Name(err error) error {
 	if err == nil || len(sources) == 0 {
 		return err
 	}

@@ -51,6 +51,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = usageErrorf("%s needs a subcommand; see bridge configdb help", cmd)
 			break
 		}
+		if rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
+			groupUsage(stdout, cmd)
+			return exitOK
+		}
 		err = r.entity(cmd, rest[0], rest[1:])
 	default:
 		err = usageErrorf("unknown command %q; see bridge configdb help", cmd)
@@ -67,6 +71,25 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "bridge configdb %s: %v\n", cmd, err)
 	return exitError
+}
+
+// groupUsage prints usage's lines about one group of subcommands (env,
+// comp, def, lvl): its verbs, and where their flags are.
+func groupUsage(w io.Writer, group string) {
+	fmt.Fprintf(w, "Usage of bridge configdb %s:\n", group)
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  "+group+" "):
+			in = true
+		case in && !strings.HasPrefix(line, "       "):
+			in = false
+		}
+		if in {
+			fmt.Fprintln(w, line)
+		}
+	}
+	fmt.Fprintf(w, "Run \"bridge configdb %s <verb> --help\" for a verb's flags.\n", group)
 }
 
 const usage = `bridge configdb manages ConfigDB, the tuning-box compatible config API (fuel2 config).

@@ -382,6 +382,7 @@ views.stream = (() => {
     }
     pending = [];
     list.prepend(frag);
+    $("stream-empty").hidden = true;
     while (list.childElementCount > KEEP) list.lastElementChild.remove();
   }
 
@@ -436,7 +437,7 @@ views.stream = (() => {
     $("stream-pause").textContent = paused ? "Resume" : "Pause";
     if (!paused && !frame) frame = requestAnimationFrame(flush);
   });
-  $("stream-clear").addEventListener("click", () => { list.replaceChildren(); pending = []; count = 0; flush(); });
+  $("stream-clear").addEventListener("click", () => { list.replaceChildren(); pending = []; count = 0; flush(); $("stream-empty").hidden = false; });
   return {
     show(params) {
       const fs = params.getAll("filter");
@@ -561,6 +562,8 @@ function route() {
 }
 
 async function main() {
+  // The empty states' examples address this bridge as the browser reaches it.
+  for (const o of document.querySelectorAll(".origin")) o.textContent = location.origin;
   try {
     info = await getJSON("api/v1/info");
   } catch (e) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -78,7 +79,7 @@ func parseDocument(data []byte) (*yaml.Node, *KeyError) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, syntaxError(err)
+		return nil, syntaxError(err, data)
 	}
 	var root *yaml.Node
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
@@ -89,19 +90,78 @@ func parseDocument(data []byte) (*yaml.Node, *KeyError) {
 	case errors.Is(err, io.EOF):
 		return root, nil
 	case err != nil:
-		return root, syntaxError(err)
+		return root, syntaxError(err, nil) // in a second document: yaml.v3's line
 	default:
 		return root, &KeyError{Line: next.Line, Err: fmt.Errorf(
 			"a second YAML document starts on line %d; put all settings in one document", next.Line)}
 	}
 }
 
-func syntaxError(err error) *KeyError {
+func syntaxError(err error, data []byte) *KeyError {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	_, problem, _ := splitLine(msg)
+	if line, col, ok := locate(data, problem); ok {
+		return &KeyError{Line: line, Err: fmt.Errorf("invalid YAML on line %d, column %d: %s", line, col, problem)}
+	}
 	if line, rest, ok := splitLine(msg); ok {
 		return &KeyError{Line: line, Err: fmt.Errorf("invalid YAML on line %d: %s", line, rest)}
 	}
 	return &KeyError{Err: fmt.Errorf("invalid YAML: %s", msg)}
+}
+
+// maxLocate bounds the documents whose syntax errors locate looks for: it
+// parses a prefix per line, which is quadratic in the size. Config files
+// are far smaller.
+const maxLocate = 64 << 10
+
+// locate finds the line and column (1-based, in characters; the start of
+// the token the error is found in) of a syntax error whose message is
+// problem. yaml.v3 names the line where the
+// construct around the error starts (often the line before the bad one,
+// or none for line 1), not the error's; the error is where the shortest
+// prefix of the document that fails with the same problem ends. ok is
+// false when no prefix does, or the document is too large to look.
+func locate(data []byte, problem string) (line, col int, ok bool) {
+	if len(data) == 0 || len(data) > maxLocate {
+		return 0, 0, false
+	}
+	failsSame := func(n int) bool { return firstProblem(data[:n]) == problem }
+	for start, line := 0, 1; start < len(data); line++ {
+		end := len(data)
+		if i := bytes.IndexByte(data[start:], '\n'); i >= 0 {
+			end = start + i + 1
+		}
+		if failsSame(end) {
+			col := 1
+			for c := start + 1; c <= end; c++ {
+				if failsSame(c) {
+					// The error shows at the end of the token it is
+					// found in (an alias's name): name the token's start.
+					tok := c - 1
+					for tok > start && data[tok] != ' ' && data[tok] != '\t' && data[tok-1] != ' ' && data[tok-1] != '\t' {
+						tok--
+					}
+					col = utf8.RuneCount(data[start:tok]) + 1
+					break
+				}
+			}
+			return line, col, true
+		}
+		start = end
+	}
+	return 0, 0, false
+}
+
+// firstProblem is the syntax problem of data's first document, without
+// its line, or "" when it parses.
+func firstProblem(data []byte) string {
+	var doc yaml.Node
+	err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc)
+	if err == nil || errors.Is(err, io.EOF) {
+		return ""
+	}
+	_, problem, _ := splitLine(strings.TrimPrefix(err.Error(), "yaml: "))
+	return problem
 }
 
 // splitLine splits "line 3: message" into 3 and "message".
