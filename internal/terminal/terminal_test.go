@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
 // openPTY opens a pseudo-terminal: the controlling side, which plays the
@@ -55,12 +57,27 @@ func TestDevNullIsNoTerminal(t *testing.T) {
 // read, the terminal shows nothing of it, and the echo is on again after.
 func TestReadSecretDoesNotEcho(t *testing.T) {
 	person, tty := openPTY(t)
+	type read struct {
+		s   string
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		s, err := ReadSecret(context.Background(), tty)
+		done <- read{s, err}
+	}()
+	// The person types once the echo is off, as at a prompt: what the line
+	// discipline gets while the echo is on, it echoes at once.
+	testkit.Eventually(t, func() bool {
+		st, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+		return err == nil && st.Lflag&unix.ECHO == 0
+	}, "ReadSecret turns the echo off")
 	if _, err := person.WriteString("s3cret\n"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadSecret(context.Background(), tty)
-	if err != nil || got != "s3cret" {
-		t.Fatalf("ReadSecret = %q, %v", got, err)
+	r := testkit.Next(t, done)
+	if r.err != nil || r.s != "s3cret" {
+		t.Fatalf("ReadSecret = %q, %v", r.s, r.err)
 	}
 	// Whatever the terminal showed came before this marker.
 	if _, err := tty.WriteString("END\n"); err != nil {
