@@ -139,6 +139,12 @@ func newBridge(p params, bin, dir string) (*server, error) {
 	}
 	confFile := filepath.Join(dir, "bridge.yaml")
 	conf := benchkit.BridgeConfig(mqttAddr, httpAddr, filepath.Join(dir, "data"), p.User, string(hash), "chef/#")
+	if p.MemoryStore {
+		conf = strings.Replace(conf, "broker:\n", "broker:\n  persistence: {memory: true}\n", 1)
+	}
+	if p.NoHistory {
+		conf += "history: {enabled: false}\n"
+	}
 	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}

@@ -75,6 +75,8 @@ type params struct {
 	BridgePkg    string        `json:"bridge_pkg,omitempty"`
 	BridgeBin    string        `json:"bridge_bin,omitempty"`
 	BridgeEnv    []string      `json:"bridge_env,omitempty"`
+	NoHistory    bool          `json:"no_history,omitempty"`
+	MemoryStore  bool          `json:"memory_store,omitempty"`
 	MosqBin      string        `json:"mosquitto_bin,omitempty"`
 	MosqPasswd   string        `json:"mosquitto_passwd,omitempty"`
 	PerfDir      string        `json:"perf_dir,omitempty"`
@@ -125,6 +127,8 @@ func realMain() int {
 	flag.StringVar(&p.BridgePkg, "bridge-pkg", p.BridgePkg, "package to build for the bridge")
 	flag.StringVar(&p.BridgeBin, "bridge-bin", "", "prebuilt bridge binary to start instead of building -bridge-pkg")
 	flag.Var((*benchkit.ListFlag)(&p.BridgeEnv), "bridge-env", "extra `KEY=VALUE` environment for the bridges (repeatable)")
+	flag.BoolVar(&p.NoHistory, "no-history", false, "run the bridge with history.enabled: false (what the bus's history costs)")
+	flag.BoolVar(&p.MemoryStore, "memory-store", false, "run the bridge with broker.persistence.memory: true (what keeping retained messages on disk, synced before each PUBACK, costs)")
 	flag.StringVar(&p.MosqBin, "mosquitto-bin", p.MosqBin, "mosquitto binary")
 	flag.StringVar(&p.MosqPasswd, "mosquitto-passwd", p.MosqPasswd, "mosquitto_passwd binary")
 	flag.StringVar(&p.PerfDir, "perf-dir", "", "record a CPU profile (perf record -g) of each bridge while it takes converges into `DIR`/converge-<fleet|empty>.perf.data")
