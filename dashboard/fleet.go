@@ -195,6 +195,11 @@ func (f *fleet) set(topic string, n *Node) {
 	}
 	if n != nil {
 		f.intern(n)
+		// The topic comes from the broker, where it may share the memory
+		// of the whole packet it arrived in (mochi decodes without a copy):
+		// kept as it is, every node would hold its last status's packet.
+		n.Topic, n.Name = strings.Clone(topic), strings.Clone(n.Name)
+		topic = n.Topic
 		f.nodes[topic] = n
 		f.count(n, 1)
 		f.sorted.insert(n)
@@ -220,6 +225,7 @@ func (f *fleet) intern(n *Node) {
 		if len(f.interned) >= maxInterned {
 			clear(f.interned)
 		}
+		*s = strings.Clone(*s) // it may share a packet's memory (see set)
 		f.interned[*s] = *s
 	}
 }

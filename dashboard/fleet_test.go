@@ -172,3 +172,26 @@ func TestFleetSharesCommonStrings(t *testing.T) {
 		t.Fatal("two nodes hold their own copies of the strings they share")
 	}
 }
+
+// TestFleetKeepsNoPacketAlive: a node's strings do not share the memory of
+// the packet its status came in (mochi decodes topics without a copy), or
+// every node would hold a whole packet.
+func TestFleetKeepsNoPacketAlive(t *testing.T) {
+	packet := make([]byte, 4096)
+	copy(packet, "chef/org/web1/status")
+	topic := unsafe.String(&packet[0], len("chef/org/web1/status"))
+	f := newFleet()
+	f.set(topic, &Node{Topic: topic, Org: topic[5:8], Name: topic[9:13], Status: "success"})
+	n := f.nodes[topic]
+	start, end := uintptr(unsafe.Pointer(&packet[0])), uintptr(unsafe.Pointer(&packet[0]))+uintptr(len(packet))
+	for _, s := range []string{n.Topic, n.Org, n.Name} {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); p >= start && p < end {
+			t.Fatalf("%q shares the packet's memory", s)
+		}
+	}
+	for k := range f.nodes {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(k))); p >= start && p < end {
+			t.Fatal("the fleet's key shares the packet's memory")
+		}
+	}
+}
