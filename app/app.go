@@ -33,7 +33,8 @@ import (
 	"github.com/opsfirehose/firehose/mqttin"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/sinks/mqttsink"
+	mqttsink "github.com/opsfirehose/firehose/sinks/mqtt"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 )
 
 // Bridge is one running bridge process.
@@ -107,7 +108,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		var s sinks.Sink
 		switch sc.Type {
 		case sinks.TypeNATS, sinks.TypeJetStream:
-			s, err = sinks.NewNATS(name, sc, log)
+			s, err = natssink.NewNATS(name, sc, log)
 			natsSinks[name] = true
 		case sinks.TypeMQTT:
 			s, err = mqttsink.New(name, sc, cfg.DataDir, log)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/opsfirehose/firehose/internal/ellipsis"
 	"github.com/opsfirehose/firehose/sinks"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 )
 
 // storeTimeout bounds one request to the store: making the stream, reading
@@ -81,7 +82,7 @@ func openEmbedded(ctx context.Context, cfg Config, dir string) (*store, error) {
 // background as the sinks do: the bridge starts when they are down, and the
 // stream is made once they are up (ensure).
 func openSink(cfg Config, sc sinks.Config, log zerolog.Logger) (*store, error) {
-	opts, err := sinks.NATSCredentials(sc)
+	opts, err := natssink.NATSCredentials(sc)
 	if err != nil {
 		return nil, fmt.Errorf("history.sink %s: %w", cfg.Sink, err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // TestImportsNoMQTTLibrary keeps the routing core free of MQTT libraries:
 // the MQTT inputs that hand it messages (mqttin) import them, and so does
-// the MQTT sink (sinks/mqttsink), which app hands the router as one more
+// the MQTT sink (sinks/mqtt), which app hands the router as one more
 // sinks.Sink; the router takes bus.Messages. Neither mochi-mqtt nor paho
 // may be among its dependencies, directly or through any package it
 // imports. (Its tests may use MQTT clients; the package may not.)
@@ -38,7 +38,7 @@ func TestImportsNoMQTTLibrary(t *testing.T) {
 			}
 			seen[imp] = queue[0]
 			if strings.HasPrefix(imp, "github.com/mochi-mqtt/") || strings.HasPrefix(imp, "github.com/eclipse/paho") {
-				t.Errorf("the router depends on %s, imported by %s; MQTT belongs in mqttin (inputs) and sinks/mqttsink (the MQTT sink)", imp, queue[0])
+				t.Errorf("the router depends on %s, imported by %s; MQTT belongs in mqttin (inputs) and sinks/mqtt (the MQTT sink)", imp, queue[0])
 				continue
 			}
 			queue = append(queue, imp)

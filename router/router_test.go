@@ -20,6 +20,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 )
 
 func sinkConfig(typ, url string) sinks.Config {
@@ -55,7 +56,7 @@ func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs ma
 	for name, c := range sinkCfgs {
 		// The sinks log where the router does: a failing test shows why a
 		// sink stayed down.
-		s, err := sinks.NewNATS(name, c, zerolog.New(f.logs))
+		s, err := natssink.NewNATS(name, c, zerolog.New(f.logs))
 		if err != nil {
 			t.Fatal(err)
 		}

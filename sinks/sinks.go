@@ -1,8 +1,8 @@
-// Package sinks holds the places routes deliver to: NATS core and JetStream
-// here, an external MQTT broker in sinks/mqttsink (apart, so that the
-// router links no MQTT library). Every sink implements Sink, and one
-// conformance suite (sinks/sinktest) runs against all of them and the
-// embedded broker.
+// Package sinks is the contract of the places routes deliver to: the Sink
+// interface, its limits and refusals. The sinks themselves live apart, so
+// that the router links no client library: NATS core and JetStream in
+// sinks/nats, an external MQTT broker in sinks/mqtt. One conformance suite
+// (sinks/sinktest) runs against all of them and the embedded broker.
 //
 // A sink delivers what it is given: it must not choose subjects, filter, or
 // buffer on disk. Mapping is the router's, buffering the outbox's.

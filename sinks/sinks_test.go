@@ -20,7 +20,8 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/sinks/mqttsink"
+	mqttsink "github.com/opsfirehose/firehose/sinks/mqtt"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 	"github.com/opsfirehose/firehose/sinks/sinktest"
 )
 
@@ -70,7 +71,7 @@ func TestNATSCoreConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
 			srv = testnats.Start(t, smallPayload)
-			s, err := sinks.NewNATS("core", natsConfig(sinks.TypeNATS, srv.URL()), zerolog.Nop())
+			s, err := natssink.NewNATS("core", natsConfig(sinks.TypeNATS, srv.URL()), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +107,7 @@ func TestJetStreamConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
 			srv = testnats.Start(t)
-			s, err := sinks.NewNATS("js", natsConfig(sinks.TypeJetStream, srv.URL()), zerolog.Nop())
+			s, err := natssink.NewNATS("js", natsConfig(sinks.TypeJetStream, srv.URL()), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +154,7 @@ func consumeStream(t *testing.T, url, stream string) <-chan sinktest.Delivery {
 
 func TestJetStreamStoresARetriedMessageOnce(t *testing.T) {
 	srv := testnats.Start(t)
-	s, err := sinks.NewNATS("js", natsConfig(sinks.TypeJetStream, srv.URL()), zerolog.Nop())
+	s, err := natssink.NewNATS("js", natsConfig(sinks.TypeJetStream, srv.URL()), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 	}
 	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
 	cfg.Stream.Create = false // the stream above, with its limit
-	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +317,7 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 	srv := testnats.Start(t)
 	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
 	cfg.Stream.Storage = "memory"
-	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,7 @@ func TestJetStreamMakesALostStreamWithoutAPublish(t *testing.T) {
 	srv := testnats.Start(t)
 	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
 	cfg.ConfirmTimeout = time.Second // how long the publish below waits for no stream
-	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +426,7 @@ func TestNATSLimits(t *testing.T) {
 	srv := testnats.Start(t, smallPayload)
 	cfg := natsConfig(sinks.TypeNATS, "nats://127.0.0.1:1") // nothing listens there
 	cfg.MaxPayload = 3 * bytesize.MiB
-	s, err := sinks.NewNATS("core", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("core", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +442,7 @@ func TestNATSLimits(t *testing.T) {
 		t.Errorf("MessageSize %d, want %d", got, want)
 	}
 
-	js, err := sinks.NewNATS("js", func() sinks.Config {
+	js, err := natssink.NewNATS("js", func() sinks.Config {
 		c := natsConfig(sinks.TypeJetStream, srv.URL())
 		c.Stream.Create = false
 		return c
@@ -492,7 +493,7 @@ func TestSinksSayWhyTheyCannotConnect(t *testing.T) {
 			cfg := natsConfig(typ, srv.URL())
 			cfg.Username, cfg.Password = "bridge", "wrong"
 			var logs testkit.SyncBuffer
-			s, err := sinks.NewNATS("out", cfg, zerolog.New(&logs))
+			s, err := natssink.NewNATS("out", cfg, zerolog.New(&logs))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -529,7 +530,7 @@ func TestJetStreamConcurrentPublishers(t *testing.T) {
 	srv := testnats.Start(t)
 	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
 	cfg.MaxPending = 16
-	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/sinks"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 )
 
 // TestJetStreamSinksStartingTogetherMakeTheStreamOnce starts several
@@ -38,7 +39,7 @@ func TestJetStreamSinksStartingTogetherMakeTheStreamOnce(t *testing.T) {
 func startTogether(t *testing.T, n int, cfg sinks.Config) {
 	t.Helper()
 	logs := make([]testkit.SyncBuffer, n)
-	made := make([]*sinks.NATS, n)
+	made := make([]*natssink.NATS, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -46,7 +47,7 @@ func startTogether(t *testing.T, n int, cfg sinks.Config) {
 		go func() {
 			defer wg.Done()
 			<-start
-			s, err := sinks.NewNATS("js", cfg, zerolog.New(&logs[i]))
+			s, err := natssink.NewNATS("js", cfg, zerolog.New(&logs[i]))
 			if err != nil {
 				t.Error(err)
 				return

@@ -1,7 +1,7 @@
-// Package mqttsink is the sink on an external MQTT broker, through paho. It
+// Package mqtt is the sink on an external MQTT broker, through paho. It
 // lives apart from sinks so that the router, which imports sinks for the
 // Sink contract, links no MQTT library.
-package mqttsink
+package mqtt
 
 import (
 	"context"
