@@ -102,14 +102,12 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 			return nil, err
 		}
 	}
-	natsSinks := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Sinks)) {
 		sc := cfg.Sinks[name]
 		var s sinks.Sink
 		switch sc.Type {
 		case sinks.TypeNATS, sinks.TypeJetStream:
 			s, err = natssink.NewNATS(name, sc, log)
-			natsSinks[name] = true
 		case sinks.TypeMQTT:
 			s, err = mqttsink.New(name, sc, cfg.DataDir, log)
 		default:
@@ -120,7 +118,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		}
 		b.sinks[name] = s
 	}
-	b.router, err = router.New(cfg.Routes, b.sinks, natsSinks, router.Options{DataDir: cfg.DataDir, Logger: log, Registerer: b.registry})
+	b.router, err = router.New(cfg.Routes, b.sinks, router.Options{DataDir: cfg.DataDir, Logger: log, Registerer: b.registry})
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,7 +54,6 @@ type fixture struct {
 func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]sinks.Config) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}, logs: &testkit.SyncBuffer{}}
-	natsSinks := map[string]bool{}
 	for name, c := range sinkCfgs {
 		// The sinks log where the router does: a failing test shows why a
 		// sink stayed down.
@@ -61,14 +62,14 @@ func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs ma
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close(context.Background()) })
-		f.sinks[name], natsSinks[name] = s, true
+		f.sinks[name] = s
 	}
 	for i := range routes {
 		if err := routes[i].Validate(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err := router.New(routes, f.sinks, natsSinks, router.Options{DataDir: dataDir, Logger: zerolog.New(f.logs), Registerer: f.reg})
+	r, err := router.New(routes, f.sinks, router.Options{DataDir: dataDir, Logger: zerolog.New(f.logs), Registerer: f.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,5 +513,62 @@ func BenchmarkFit(b *testing.B) {
 		if err := f.router.Fit(&m); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// addressingSink is a sink with an addressing of its own, so that a test
+// sees the router send what the sink's Address says, not a mapping of the
+// router's. It confirms every message at once.
+type addressingSink struct {
+	mu   sync.Mutex
+	got  []string
+	name string
+}
+
+func (s *addressingSink) Address(prefix, topic string) (string, error) {
+	if strings.Contains(topic, "nowhere") {
+		return "", fmt.Errorf("%w: %s has no destination here", bus.ErrInvalid, topic)
+	}
+	return "to " + prefix + " " + topic, nil
+}
+
+func (s *addressingSink) Publish(_ context.Context, msgs ...bus.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.got = append(s.got, m.Topic)
+	}
+	return nil
+}
+
+func (s *addressingSink) Name() string                    { return s.name }
+func (s *addressingSink) Ready() bool                     { return true }
+func (s *addressingSink) NotReadyReason() string          { return "" }
+func (s *addressingSink) Limit() sinks.Limit              { return sinks.Limit{} }
+func (s *addressingSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
+func (s *addressingSink) Close(ctx context.Context) error { return nil }
+
+// TestTheSinkAddressesEachMessage: the router applies a route's rewrite,
+// then sends each message where its sink's Address says, under the route's
+// subject_prefix; a topic the sink cannot address is dropped for that route
+// alone.
+func TestTheSinkAddressesEachMessage(t *testing.T) {
+	s := &addressingSink{name: "own"}
+	plain := route("plain", "own", "chef/#")
+	moved := route("moved", "own", "chef/#")
+	moved.SubjectPrefix, moved.Rewrite = "dc1", &router.Rewrite{From: "chef", To: "dc1/chef"}
+	r, err := router.New([]router.Config{plain, moved}, map[string]sinks.Sink{"own": s},
+		router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	if err := r.Route(t.Context(), bus.Message{Topic: "chef/acme/web1/status"}, bus.Message{Topic: "chef/nowhere"}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(s.got)
+	want := []string{"to dc1 dc1/chef/acme/web1/status", "to firehose chef/acme/web1/status"}
+	if !slices.Equal(s.got, want) {
+		t.Errorf("the sink got %q, want %q", s.got, want)
 	}
 }

@@ -19,7 +19,8 @@ import (
 // Publish (from bus.Publisher) returns nil only once the sink has confirmed
 // every message: a JetStream ack, an MQTT PUBACK, or for NATS core the
 // server's answer to a flush. Each msg.Topic is already the destination in the
-// sink's own namespace (a NATS subject for NATS sinks, a topic for MQTT). When
+// sink's own namespace, as Address made it (a NATS subject for NATS sinks, a
+// topic for MQTT). When
 // the sink is not connected, Publish fails at once with an error wrapping
 // bus.ErrUnavailable, so the caller can buffer without waiting out a timeout.
 // A message the destination can never take (over its size limit, an invalid
@@ -42,6 +43,13 @@ type Sink interface {
 	// server or the network gave it ("not Authorized", "connection
 	// refused"), or what else it waits for. It is "" while Ready.
 	NotReadyReason() string
+	// Address is where the sink sends a message published on topic (a bus
+	// topic, after its route's rewrite), in the sink's own namespace: for
+	// NATS the subject under subjectPrefix (the route's subject_prefix), for
+	// MQTT the topic itself. It is pure and cheap: the router asks it of
+	// every message a route takes. An error means the topic has no
+	// destination here; the route drops that message.
+	Address(subjectPrefix, topic string) (string, error)
 	// Limit is the largest message the destination takes now. It may
 	// change: a NATS sink learns it from the server once connected.
 	Limit() Limit

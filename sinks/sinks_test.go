@@ -230,10 +230,11 @@ func mqttReceiver(t *testing.T, url string) <-chan sinktest.Delivery {
 // brokerSink presents the embedded broker as a sink, so it passes the same suite.
 type brokerSink struct{ *testbus.Bus }
 
-func (b brokerSink) Name() string                    { return "embedded" }
-func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close(ctx) }
-func (b brokerSink) Limit() sinks.Limit              { return sinks.Limit{} }
-func (b brokerSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
+func (b brokerSink) Name() string                            { return "embedded" }
+func (b brokerSink) Close(ctx context.Context) error         { return b.Broker.Close(ctx) }
+func (b brokerSink) Limit() sinks.Limit                      { return sinks.Limit{} }
+func (b brokerSink) MessageSize(m *bus.Message) int          { return len(m.Payload) }
+func (b brokerSink) Address(_, topic string) (string, error) { return topic, nil }
 func (b brokerSink) NotReadyReason() string {
 	if b.Ready() {
 		return ""

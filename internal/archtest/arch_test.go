@@ -62,6 +62,8 @@ var rules = []rule{
 	{"a broker", func(dep string) bool { return under(mod+"/broker")(dep) || mqttLibraries(dep) }},
 	{"the MQTT bus", func(dep string) bool { return under(mod+"/broker")(dep) || mqttLibraries(dep) }},
 	{"mochi", under("github.com/mochi-mqtt/server/v2")},
+	{"paho", under("github.com/eclipse/paho.mqtt.golang", "github.com/eclipse/paho.golang")},
+	{"a NATS client", under("github.com/nats-io/nats.go")},
 	{"payloads", under(mod + "/payloads")},
 	{"sources of messages", under(mod+"/adapters", mod+"/payloads")},
 	{"outside the standard library", func(dep string) bool { return !standard(dep) }},
@@ -250,7 +252,8 @@ func TestRulesCatchABreach(t *testing.T) {
 		"the firehose packages": mod + "/broker", "HTTP": "net/http",
 		"authentication": mod + "/internal/credentials", "the bus": mod + "/bus",
 		"a broker": "github.com/mochi-mqtt/server/v2", "the MQTT bus": mod + "/broker",
-		"mochi": "github.com/mochi-mqtt/server/v2/packets", "payloads": mod + "/payloads/chef", "sources of messages": mod + "/adapters/gerrit",
+		"mochi": "github.com/mochi-mqtt/server/v2/packets", "paho": "github.com/eclipse/paho.mqtt.golang",
+		"a NATS client": "github.com/nats-io/nats.go/jetstream", "payloads": mod + "/payloads/chef", "sources of messages": mod + "/adapters/gerrit",
 		"outside the standard library": "github.com/rs/zerolog", "anything of the bridge's": mod + "/topics",
 		"any particular configuration": mod + "/broker",
 	}

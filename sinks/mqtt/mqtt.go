@@ -127,6 +127,10 @@ func (s *Sink) NotReadyReason() string {
 // Limit is max_packet_size: MQTT 3.1.1 cannot ask the broker.
 func (s *Sink) Limit() sinks.Limit { return s.limit }
 
+// Address is topic itself: MQTT takes the bus's topics as they are, and a
+// route's subject_prefix does not apply.
+func (s *Sink) Address(_, topic string) (string, error) { return topic, nil }
+
 // MessageSize is the size of the QoS 1 PUBLISH packet that carries m.
 func (s *Sink) MessageSize(m *bus.Message) int { return PublishPacketSize(m.Topic, len(m.Payload)) }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/connstate"
 	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/topics"
 )
 
 // NATS is a NATS core or JetStream sink. Core publishes are confirmed by a
@@ -433,6 +434,12 @@ func (s *NATS) Limit() sinks.Limit {
 // LimitKnown is closed once the sink has read its limits from the server
 // (after its first connection), for warnings that need them.
 func (s *NATS) LimitKnown() <-chan struct{} { return s.limitKnown }
+
+// Address is topic's NATS subject under subjectPrefix, mapped as
+// nats-server's MQTT bridge maps topics (topics.ToSubject).
+func (s *NATS) Address(subjectPrefix, topic string) (string, error) {
+	return topics.ToSubject(subjectPrefix, topic)
+}
 
 // MessageSize is the payload and the NATS headers the sink sends, counted
 // as nats.go and nats-server count them against max_payload: a
