@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/credentials"
 
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/internal/testkit"
@@ -374,7 +374,7 @@ func TestHistoryFollowsTheReadPolicy(t *testing.T) {
 	cfg := historyConfig(t, t.TempDir())
 	cfg.Broker.AllowAnonymous = false
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	cfg.Broker.Users = []broker.User{{Username: "ops", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
+	cfg.Broker.Users = []credentials.User{{Username: "ops", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
 	b := startBridge(t, cfg)
 	base := "http://" + b.HTTPAddr()
 	postFleetEvents(t, b)

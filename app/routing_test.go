@@ -25,6 +25,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
@@ -38,7 +39,7 @@ func routedConfig(t *testing.T, natsURL string) config.Config {
 	cfg := testConfig(t)
 	cfg.DataDir = t.TempDir()
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	cfg.Broker.Users = []broker.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
+	cfg.Broker.Users = []credentials.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
 	var sc sinks.Config
 	sc.SetDefaults()
 	sc.Type, sc.URLs, sc.ConfirmTimeout = sinks.TypeJetStream, []string{natsURL}, 2*time.Second

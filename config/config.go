@@ -178,7 +178,7 @@ func Load(path string, opts Options) (*Config, error) {
 // every problem at once.
 func Parse(data []byte, cfg *Config, opts Options) error {
 	var err error
-	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
+	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, configcore.Users{Users: &cfg.Broker.Users, File: &cfg.Broker.UsersFile}, opts)
 	return err
 }
 
