@@ -133,10 +133,13 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		// Its messages are routed before they are published here, but a
 		// 2xx also means "on the broker": while it is down, senders retry.
 		lost := mqttsink.WhenLost("HTTP senders get 503 until it is back, and retry")
-		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log, lost); err != nil {
+		if b.external, err = mqttsink.New("external-broker", externalSinkConfig(ext), cfg.DataDir, log, lost); err != nil {
 			return nil, err
 		}
-		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), mqttin.SubscriberOptions{
+		if b.subscriber, err = mqttin.NewSubscriber(b.router, mqttin.Conn{
+			URL: ext.URL, ClientID: ext.ClientID + "-router", Username: ext.Username, Password: ext.Password,
+			TLS: ext.TLS, MaxReconnectInterval: ext.MaxReconnectInterval,
+		}, mqttin.SubscriberOptions{
 			Group: ext.ShareGroup, OwnPrefixes: adapterTopicPrefixes(cfg), Metrics: inputMetrics, Logger: log,
 			SessionMark: filepath.Join(cfg.DataDir, "mqtt", ext.ClientID+"-router.session"),
 		}); err != nil {
@@ -174,12 +177,14 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 	return b, nil
 }
 
-// externalConn describes one of the bridge's two connections to the external broker.
-func externalConn(ext *broker.External, suffix string) sinks.Config {
+// externalSinkConfig describes the bridge's publishing connection to the
+// external broker, an mqtt sink; the other, the router's subscription, is
+// mqttin's.
+func externalSinkConfig(ext *broker.External) sinks.Config {
 	return sinks.Config{
 		Type:                 sinks.TypeMQTT,
 		URL:                  ext.URL,
-		ClientID:             ext.ClientID + suffix,
+		ClientID:             ext.ClientID + "-pub",
 		Username:             ext.Username,
 		Password:             ext.Password,
 		TLS:                  ext.TLS,
