@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		}); err != nil {
 			return nil, err
 		}
-		b.publisher = &router.ExternalPublisher{Router: b.router, Next: b.external}
+		b.publisher = router.NewPublisher(b.router, b.external)
 	default:
 		if b.broker, err = broker.New(brokerConfig(cfg), broker.Options{Logger: log, Registerer: b.registry}); err != nil {
 			return nil, err
@@ -155,7 +155,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 				return nil, err
 			}
 		}
-		b.publisher = &router.RoutedPublisher{Router: b.router, Local: b.broker}
+		b.publisher = router.NewPublisher(b.router, b.broker)
 	}
 
 	if b.http, err = httpserver.New(cfg.HTTP, httpserver.Options{Logger: log, Registerer: b.registry}); err != nil {

@@ -520,9 +520,10 @@ func BenchmarkFit(b *testing.B) {
 // sees the router send what the sink's Address says, not a mapping of the
 // router's. It confirms every message at once.
 type addressingSink struct {
-	mu   sync.Mutex
-	got  []string
-	name string
+	mu    sync.Mutex
+	got   []string
+	name  string
+	limit int // Limit().Bytes
 }
 
 func (s *addressingSink) Address(prefix, topic string) (string, error) {
@@ -544,7 +545,7 @@ func (s *addressingSink) Publish(_ context.Context, msgs ...bus.Message) error {
 func (s *addressingSink) Name() string                    { return s.name }
 func (s *addressingSink) Ready() bool                     { return true }
 func (s *addressingSink) NotReadyReason() string          { return "" }
-func (s *addressingSink) Limit() sinks.Limit              { return sinks.Limit{} }
+func (s *addressingSink) Limit() sinks.Limit              { return sinks.Limit{Bytes: s.limit, From: "test"} }
 func (s *addressingSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
 func (s *addressingSink) Close(ctx context.Context) error { return nil }
 
@@ -571,4 +572,55 @@ func TestTheSinkAddressesEachMessage(t *testing.T) {
 	if !slices.Equal(s.got, want) {
 		t.Errorf("the sink got %q, want %q", s.got, want)
 	}
+}
+
+// TestPublisherRoutesFirstThenTheBus: the publish policy refuses a bad topic
+// before any sink or the bus sees it, routes before it publishes on the bus,
+// and publishes nothing on the bus when routing fails.
+func TestPublisherRoutesFirstThenTheBus(t *testing.T) {
+	s := &addressingSink{name: "own", limit: 10}
+	r, err := router.New([]router.Config{route("all", "own", "#")}, map[string]sinks.Sink{"own": s},
+		router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	// The bus records how many messages the sink had when each reached it.
+	var onBus []string
+	busPub := publisherFunc(func(_ context.Context, msgs ...bus.Message) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range msgs {
+			onBus = append(onBus, fmt.Sprintf("%s after %d routed", m.Topic, len(s.got)))
+		}
+		return nil
+	})
+	p := router.NewPublisher(r, busPub)
+
+	err = p.Publish(t.Context(), bus.Message{Topic: "ok/1"}, bus.Message{Topic: "bad/+"})
+	if !errors.Is(err, bus.ErrInvalid) || len(s.got) != 0 || len(onBus) != 0 {
+		t.Fatalf("a bad topic: err %v, sink got %q, bus got %q; want ErrInvalid and nothing anywhere", err, s.got, onBus)
+	}
+	if err := p.Publish(t.Context(), bus.Message{Topic: "ok/1"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ok/1 after 1 routed"}; !slices.Equal(onBus, want) {
+		t.Errorf("bus got %q, want %q", onBus, want)
+	}
+	if err := p.Publish(t.Context(), bus.Message{Topic: "nowhere/2"}); err != nil {
+		t.Fatal(err) // dropped for the route, still published on the bus
+	}
+	if len(onBus) != 2 {
+		t.Errorf("bus got %q; a message no sink can address still goes on the bus", onBus)
+	}
+	err = p.Publish(t.Context(), bus.Message{Topic: "big/3", Payload: []byte("eleven byte")})
+	if tooLarge := (*router.TooLargeError)(nil); !errors.As(err, &tooLarge) || len(onBus) != 2 {
+		t.Errorf("a message too large for the route: err %v, bus got %q; want a *TooLargeError and nothing more on the bus", err, onBus)
+	}
+}
+
+type publisherFunc func(ctx context.Context, msgs ...bus.Message) error
+
+func (f publisherFunc) Publish(ctx context.Context, msgs ...bus.Message) error {
+	return f(ctx, msgs...)
 }
