@@ -35,6 +35,7 @@ import (
 	"github.com/opsfirehose/firehose/sinks"
 	mqttsink "github.com/opsfirehose/firehose/sinks/mqtt"
 	natssink "github.com/opsfirehose/firehose/sinks/nats"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // Bridge is one running bridge process.
@@ -106,9 +107,9 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		sc := cfg.Sinks[name]
 		var s sinks.Sink
 		switch sc.Type {
-		case sinks.TypeNATS, sinks.TypeJetStream:
+		case sinkconfig.TypeNATS, sinkconfig.TypeJetStream:
 			s, err = natssink.NewNATS(name, sc, log)
-		case sinks.TypeMQTT:
+		case sinkconfig.TypeMQTT:
 			s, err = mqttsink.New(name, sc, cfg.DataDir, log)
 		default:
 			err = fmt.Errorf("sinks.%s.type: %q is not a sink type", name, sc.Type)
@@ -180,9 +181,9 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 // externalSinkConfig describes the bridge's publishing connection to the
 // external broker, an mqtt sink; the other, the router's subscription, is
 // mqttin's.
-func externalSinkConfig(ext *broker.External) sinks.Config {
-	return sinks.Config{
-		Type:                 sinks.TypeMQTT,
+func externalSinkConfig(ext *broker.External) sinkconfig.Config {
+	return sinkconfig.Config{
+		Type:                 sinkconfig.TypeMQTT,
 		URL:                  ext.URL,
 		ClientID:             ext.ClientID + "-pub",
 		Username:             ext.Username,
@@ -192,7 +193,7 @@ func externalSinkConfig(ext *broker.External) sinks.Config {
 		ConfirmTimeout:       ext.ConfirmTimeout,
 		// The external broker is the bus: its limit is its own, as for
 		// any MQTT client, not a route's.
-		MaxPacketSize: sinks.MaxMQTTPacket,
+		MaxPacketSize: sinkconfig.MaxMQTTPacket,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/connstate"
 	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // Sink is a sink on an external MQTT broker (mosquitto, EMQX) through paho:
@@ -51,7 +52,7 @@ func WhenLost(what string) Option { return func(s *Sink) { s.whenLost = what } }
 // New starts connecting in the background and keeps reconnecting, with the
 // back-off bounded by max_reconnect_interval. dataDir holds the file store
 // unless store_dir is set.
-func New(name string, cfg sinks.Config, dataDir string, log zerolog.Logger, opts ...Option) (*Sink, error) {
+func New(name string, cfg sinkconfig.Config, dataDir string, log zerolog.Logger, opts ...Option) (*Sink, error) {
 	s := &Sink{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
 		maxPacket: int(cfg.EffectiveMaxPacketSize()),
 		whenLost:  "messages for required routes wait in their outbox (senders get 503 once it is full)"}
