@@ -4,8 +4,9 @@
 // sinks/nats, an external MQTT broker in sinks/mqtt. One conformance suite
 // (sinks/sinktest) runs against all of them and the embedded broker.
 //
-// A sink delivers what it is given: it must not choose subjects, filter, or
-// buffer on disk. Mapping is the router's, buffering the outbox's.
+// A sink delivers what it is given: it must not filter or buffer on disk.
+// Which messages go where is the router's, buffering the outbox's; a sink
+// only says, through Address, how a topic is named in its namespace.
 package sinks
 
 import (

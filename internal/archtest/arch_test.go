@@ -89,7 +89,7 @@ var behavioural = map[string][]string{
 	mod + "/internal/gctune":    {"run where the operator set GOGC"},
 	mod + "/internal/jsonscan":  {"modify", "grow into a general JSON"},
 	mod + "/outbox":             {"decide when to deliver"},
-	mod + "/sinks":              {"choose subjects, filter, or"},
+	mod + "/sinks":              {"filter or buffer on disk"},
 	mod + "/sinks/nats":         {"filter or buffer on disk"},
 }
 
