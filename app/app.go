@@ -33,7 +33,9 @@ import (
 	"github.com/opsfirehose/firehose/mqttin"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/sinks/mqttsink"
+	mqttsink "github.com/opsfirehose/firehose/sinks/mqtt"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // Bridge is one running bridge process.
@@ -101,15 +103,13 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 			return nil, err
 		}
 	}
-	natsSinks := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Sinks)) {
 		sc := cfg.Sinks[name]
 		var s sinks.Sink
 		switch sc.Type {
-		case sinks.TypeNATS, sinks.TypeJetStream:
-			s, err = sinks.NewNATS(name, sc, log)
-			natsSinks[name] = true
-		case sinks.TypeMQTT:
+		case sinkconfig.TypeNATS, sinkconfig.TypeJetStream:
+			s, err = natssink.NewNATS(name, sc, log)
+		case sinkconfig.TypeMQTT:
 			s, err = mqttsink.New(name, sc, cfg.DataDir, log)
 		default:
 			err = fmt.Errorf("sinks.%s.type: %q is not a sink type", name, sc.Type)
@@ -119,7 +119,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		}
 		b.sinks[name] = s
 	}
-	b.router, err = router.New(cfg.Routes, b.sinks, natsSinks, router.Options{DataDir: cfg.DataDir, Logger: log, Registerer: b.registry})
+	b.router, err = router.New(cfg.Routes, b.sinks, router.Options{DataDir: cfg.DataDir, Logger: log, Registerer: b.registry})
 	if err != nil {
 		return nil, err
 	}
@@ -134,16 +134,19 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 		// Its messages are routed before they are published here, but a
 		// 2xx also means "on the broker": while it is down, senders retry.
 		lost := mqttsink.WhenLost("HTTP senders get 503 until it is back, and retry")
-		if b.external, err = mqttsink.New("external-broker", externalConn(ext, "-pub"), cfg.DataDir, log, lost); err != nil {
+		if b.external, err = mqttsink.New("external-broker", externalSinkConfig(ext), cfg.DataDir, log, lost); err != nil {
 			return nil, err
 		}
-		if b.subscriber, err = mqttin.NewSubscriber(b.router, externalConn(ext, "-router"), mqttin.SubscriberOptions{
+		if b.subscriber, err = mqttin.NewSubscriber(b.router, mqttin.Conn{
+			URL: ext.URL, ClientID: ext.ClientID + "-router", Username: ext.Username, Password: ext.Password,
+			TLS: ext.TLS, MaxReconnectInterval: ext.MaxReconnectInterval,
+		}, mqttin.SubscriberOptions{
 			Group: ext.ShareGroup, OwnPrefixes: adapterTopicPrefixes(cfg), Metrics: inputMetrics, Logger: log,
 			SessionMark: filepath.Join(cfg.DataDir, "mqtt", ext.ClientID+"-router.session"),
 		}); err != nil {
 			return nil, err
 		}
-		b.publisher = &externalPublisher{router: b.router, next: b.external}
+		b.publisher = router.NewPublisher(b.router, b.external)
 	default:
 		if b.broker, err = broker.New(brokerConfig(cfg), broker.Options{Logger: log, Registerer: b.registry}); err != nil {
 			return nil, err
@@ -153,7 +156,7 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 				return nil, err
 			}
 		}
-		b.publisher = &routedPublisher{router: b.router, local: b.broker}
+		b.publisher = router.NewPublisher(b.router, b.broker)
 	}
 
 	if b.http, err = httpserver.New(cfg.HTTP, httpserver.Options{Logger: log, Registerer: b.registry}); err != nil {
@@ -175,12 +178,14 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 	return b, nil
 }
 
-// externalConn describes one of the bridge's two connections to the external broker.
-func externalConn(ext *broker.External, suffix string) sinks.Config {
-	return sinks.Config{
-		Type:                 sinks.TypeMQTT,
+// externalSinkConfig describes the bridge's publishing connection to the
+// external broker, an mqtt sink; the other, the router's subscription, is
+// mqttin's.
+func externalSinkConfig(ext *broker.External) sinkconfig.Config {
+	return sinkconfig.Config{
+		Type:                 sinkconfig.TypeMQTT,
 		URL:                  ext.URL,
-		ClientID:             ext.ClientID + suffix,
+		ClientID:             ext.ClientID + "-pub",
 		Username:             ext.Username,
 		Password:             ext.Password,
 		TLS:                  ext.TLS,
@@ -188,7 +193,7 @@ func externalConn(ext *broker.External, suffix string) sinks.Config {
 		ConfirmTimeout:       ext.ConfirmTimeout,
 		// The external broker is the bus: its limit is its own, as for
 		// any MQTT client, not a route's.
-		MaxPacketSize: sinks.MaxMQTTPacket,
+		MaxPacketSize: sinkconfig.MaxMQTTPacket,
 	}
 }
 

@@ -17,13 +17,13 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/credentials"
 
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 	"github.com/opsfirehose/firehose/subscribe"
 )
 
@@ -276,13 +276,13 @@ func TestHistoryReplayThenLiveHasNoGapAndNoDuplicate(t *testing.T) {
 func sinkHistoryConfig(t *testing.T, dir, url string) config.Config {
 	t.Helper()
 	cfg := historyConfig(t, dir)
-	var sc sinks.Config
+	var sc sinkconfig.Config
 	sc.SetDefaults()
-	sc.Type, sc.URLs = sinks.TypeJetStream, []string{url}
-	sc.Stream = &sinks.StreamConfig{}
+	sc.Type, sc.URLs = sinkconfig.TypeJetStream, []string{url}
+	sc.Stream = &sinkconfig.StreamConfig{}
 	sc.Stream.SetDefaults()
 	sc.Stream.Name, sc.Stream.Create, sc.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
-	cfg.Sinks = map[string]sinks.Config{"cluster": sc}
+	cfg.Sinks = map[string]sinkconfig.Config{"cluster": sc}
 	cfg.History.Sink = "cluster"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -374,7 +374,7 @@ func TestHistoryFollowsTheReadPolicy(t *testing.T) {
 	cfg := historyConfig(t, t.TempDir())
 	cfg.Broker.AllowAnonymous = false
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	cfg.Broker.Users = []broker.User{{Username: "ops", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
+	cfg.Broker.Users = []credentials.User{{Username: "ops", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
 	b := startBridge(t, cfg)
 	base := "http://" + b.HTTPAddr()
 	postFleetEvents(t, b)

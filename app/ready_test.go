@@ -13,14 +13,14 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // sinkConfig is testConfig with one sink and a required route "out" to it.
-func sinkConfig(t *testing.T, sc sinks.Config) config.Config {
+func sinkConfig(t *testing.T, sc sinkconfig.Config) config.Config {
 	t.Helper()
 	cfg := testConfig(t)
-	cfg.Sinks = map[string]sinks.Config{"target": sc}
+	cfg.Sinks = map[string]sinkconfig.Config{"target": sc}
 	var rc router.Config
 	rc.SetDefaults()
 	rc.Name, rc.Sink, rc.Filters = "out", "target", []string{"#"}
@@ -71,18 +71,18 @@ func readyzRoute(t *testing.T, b *Bridge) (int, router.RouteStatus, string) {
 func TestASinkWithAWrongPasswordSaysWhy(t *testing.T) {
 	cases := []struct {
 		name   string
-		sink   func(t *testing.T) sinks.Config
+		sink   func(t *testing.T) sinkconfig.Config
 		reason string
 	}{
-		{"mosquitto", func(t *testing.T) sinks.Config {
+		{"mosquitto", func(t *testing.T) sinkconfig.Config {
 			mosq := testkit.StartMosquittoWithPassword(t, "bridge", "right")
-			var sc sinks.Config
+			var sc sinkconfig.Config
 			sc.SetDefaults()
-			sc.Type, sc.URL, sc.ClientID = sinks.TypeMQTT, mosq.URL(), "firehose-out"
+			sc.Type, sc.URL, sc.ClientID = sinkconfig.TypeMQTT, mosq.URL(), "firehose-out"
 			sc.Username, sc.Password = "bridge", "wrong"
 			return sc
 		}, "not Authorized"},
-		{"nats-server", func(t *testing.T) sinks.Config {
+		{"nats-server", func(t *testing.T) sinkconfig.Config {
 			srv := testnats.Start(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
 			sc := coreSink(srv.URL())
 			sc.Username, sc.Password = "bridge", "wrong"

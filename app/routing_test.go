@@ -25,10 +25,11 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // routedConfig is a bridge with a publisher account and one required route
@@ -38,14 +39,14 @@ func routedConfig(t *testing.T, natsURL string) config.Config {
 	cfg := testConfig(t)
 	cfg.DataDir = t.TempDir()
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
-	cfg.Broker.Users = []broker.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
-	var sc sinks.Config
+	cfg.Broker.Users = []credentials.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
+	var sc sinkconfig.Config
 	sc.SetDefaults()
-	sc.Type, sc.URLs, sc.ConfirmTimeout = sinks.TypeJetStream, []string{natsURL}, 2*time.Second
-	sc.Stream = &sinks.StreamConfig{}
+	sc.Type, sc.URLs, sc.ConfirmTimeout = sinkconfig.TypeJetStream, []string{natsURL}, 2*time.Second
+	sc.Stream = &sinkconfig.StreamConfig{}
 	sc.Stream.SetDefaults()
 	sc.Stream.Name, sc.Stream.Create, sc.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
-	cfg.Sinks = map[string]sinks.Config{"js": sc}
+	cfg.Sinks = map[string]sinkconfig.Config{"js": sc}
 	var rc router.Config
 	rc.SetDefaults()
 	rc.Name, rc.Sink, rc.Filters = "all", "js", []string{"#"}
@@ -212,10 +213,10 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 		cfg.Broker.External.URL = mosq.URL()
 		cfg.Broker.External.ClientID = fmt.Sprintf("bridge-%d", i)
 		cfg.Broker.External.MaxReconnectInterval = 200 * time.Millisecond
-		var sc sinks.Config
+		var sc sinkconfig.Config
 		sc.SetDefaults()
-		sc.Type, sc.URLs = sinks.TypeNATS, []string{srv.URL()}
-		cfg.Sinks = map[string]sinks.Config{"core": sc}
+		sc.Type, sc.URLs = sinkconfig.TypeNATS, []string{srv.URL()}
+		cfg.Sinks = map[string]sinkconfig.Config{"core": sc}
 		var rc router.Config
 		rc.SetDefaults()
 		rc.Name, rc.Sink, rc.Filters = "events", "core", []string{"gerrit/#", "gerrit/+/x", "events/#"}
@@ -335,7 +336,7 @@ func TestRoutingStoresRepeatedPublishesOfNewSessions(t *testing.T) {
 
 // externalConfig is a bridge in external broker mode against url, with the
 // given sinks and one route of filters to the sink named "out".
-func externalConfig(t *testing.T, url, clientID string, sink sinks.Config, filters ...string) config.Config {
+func externalConfig(t *testing.T, url, clientID string, sink sinkconfig.Config, filters ...string) config.Config {
 	t.Helper()
 	cfg := testConfig(t)
 	cfg.DataDir = t.TempDir()
@@ -345,7 +346,7 @@ func externalConfig(t *testing.T, url, clientID string, sink sinks.Config, filte
 	cfg.Broker.External.URL = url
 	cfg.Broker.External.ClientID = clientID
 	cfg.Broker.External.MaxReconnectInterval = 200 * time.Millisecond
-	cfg.Sinks = map[string]sinks.Config{"out": sink}
+	cfg.Sinks = map[string]sinkconfig.Config{"out": sink}
 	var rc router.Config
 	rc.SetDefaults()
 	rc.Name, rc.Sink, rc.Filters = "events", "out", filters
@@ -356,10 +357,10 @@ func externalConfig(t *testing.T, url, clientID string, sink sinks.Config, filte
 	return cfg
 }
 
-func coreSink(url string) sinks.Config {
-	var sc sinks.Config
+func coreSink(url string) sinkconfig.Config {
+	var sc sinkconfig.Config
 	sc.SetDefaults()
-	sc.Type, sc.URLs = sinks.TypeNATS, []string{url}
+	sc.Type, sc.URLs = sinkconfig.TypeNATS, []string{url}
 	return sc
 }
 

@@ -35,7 +35,7 @@ type account struct {
 	subscribe []string // nil: everything
 }
 
-func newAccessPolicy(allowAnonymous bool, users []User) *accessPolicy {
+func newAccessPolicy(allowAnonymous bool, users []credentials.User) *accessPolicy {
 	p := &accessPolicy{allowAnonymous: allowAnonymous, users: make(map[string]*account, len(users))}
 	hashes := make(map[string]string, len(users))
 	for _, u := range users {

@@ -10,6 +10,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/opsfirehose/firehose/internal/credentials"
 )
 
 func hash(t testing.TB, password string) string {
@@ -21,7 +23,7 @@ func hash(t testing.TB, password string) string {
 	return string(h)
 }
 
-func newTestAuthHook(t *testing.T, allowAnonymous bool, users []User) (*authHook, *mqtt.Server) {
+func newTestAuthHook(t *testing.T, allowAnonymous bool, users []credentials.User) (*authHook, *mqtt.Server) {
 	t.Helper()
 	server := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	h := newAuthHook(zerolog.Nop(), newMetrics(), newAccessPolicy(allowAnonymous, users), DefaultConfig())
@@ -30,7 +32,7 @@ func newTestAuthHook(t *testing.T, allowAnonymous bool, users []User) (*authHook
 }
 
 func TestAuthenticate(t *testing.T) {
-	users := []User{
+	users := []credentials.User{
 		{Username: "ansible", PasswordHash: hash(t, "s3cret"), Publish: []string{"ansible/#"}},
 		{Username: "ops", PasswordHash: hash(t, "pw"), Publish: []string{"ops/+/alerts"}, Subscribe: []string{"chef/#"}},
 	}
@@ -71,7 +73,7 @@ func TestAuthenticate(t *testing.T) {
 }
 
 func TestACL(t *testing.T) {
-	users := []User{
+	users := []credentials.User{
 		{Username: "ansible", PasswordHash: hash(t, "x"), Publish: []string{"ansible/#"}},
 		{Username: "ops", PasswordHash: hash(t, "x"), Publish: []string{"ops/+/alerts"}, Subscribe: []string{"chef/#", "$SYS/#"}},
 		{Username: "reader", PasswordHash: hash(t, "x")},
@@ -135,7 +137,7 @@ func TestACL(t *testing.T) {
 // OnACLCheck); a denied MQTT 3.1.1 publish is marked Ignore by OnPacketRead
 // and passes OnACLCheck, so that mochi acks and drops it, as mosquitto does.
 func TestPublishDecisions(t *testing.T) {
-	users := []User{{Username: "ansible", PasswordHash: hash(t, "x"), Publish: []string{"ansible/#"}}}
+	users := []credentials.User{{Username: "ansible", PasswordHash: hash(t, "x"), Publish: []string{"ansible/#"}}}
 	h, server := newTestAuthHook(t, true, users)
 	tests := []struct {
 		username string

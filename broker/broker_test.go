@@ -18,6 +18,7 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/buildinfo"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
@@ -91,7 +92,7 @@ func TestAnonymousClientsReadButNeverPublish(t *testing.T) {
 
 func TestUsersPublishInsideTheirACL(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{{Username: "ansible", PasswordHash: hash(t, "s3cret"), Publish: []string{"ansible/#"}}}
+	cfg.Users = []credentials.User{{Username: "ansible", PasswordHash: hash(t, "s3cret"), Publish: []string{"ansible/#"}}}
 	b, _ := start(t, cfg)
 	sub := testkit.Connect(t, url(b, "tcp", "mqtt"), testkit.ClientOptions{})
 	all := sub.Subscribe("#", 1)
@@ -118,7 +119,7 @@ func TestUsersPublishInsideTheirACL(t *testing.T) {
 func TestBadCredentialsAreRefused(t *testing.T) {
 	cfg := testConfig()
 	cfg.AllowAnonymous = false
-	cfg.Users = []User{{Username: "ansible", PasswordHash: hash(t, "s3cret"), Publish: []string{"ansible/#"}}}
+	cfg.Users = []credentials.User{{Username: "ansible", PasswordHash: hash(t, "s3cret"), Publish: []string{"ansible/#"}}}
 	// The unknown user's check spends a bcrypt of cost 10 in the one check
 	// slot, which takes seconds under -race on a loaded machine (failed
 	// once, in 5 runs at load 17: the next login waited out the default 5s
@@ -146,7 +147,7 @@ func TestBadCredentialsAreRefused(t *testing.T) {
 
 func TestSubscribeACLLimitsDeliveries(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{{Username: "chefteam", PasswordHash: hash(t, "pw"), Subscribe: []string{"chef/#"}}}
+	cfg.Users = []credentials.User{{Username: "chefteam", PasswordHash: hash(t, "pw"), Subscribe: []string{"chef/#"}}}
 	b, _ := start(t, cfg)
 	c := testkit.Connect(t, url(b, "tcp", "mqtt"), testkit.ClientOptions{Username: "chefteam", Password: "pw"})
 	all := c.Subscribe("#", 1) // allowed: it overlaps chef/#

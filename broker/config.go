@@ -13,7 +13,6 @@ import (
 	"github.com/opsfirehose/firehose/internal/listenaddr"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
-	"github.com/opsfirehose/firehose/topics"
 )
 
 // Listener types.
@@ -43,7 +42,7 @@ type Config struct {
 	// AllowAnonymous lets clients without credentials connect, read-only.
 	AllowAnonymous bool `yaml:"allow_anonymous"`
 	// Users may publish inside their ACLs.
-	Users []User `yaml:"users"`
+	Users []credentials.User `yaml:"users"`
 	// UsersFile is a YAML file with a `users:` list of the same shape, merged with Users.
 	UsersFile string `yaml:"users_file"`
 	// Persistence keeps retained messages (and optionally sessions) across restarts.
@@ -98,19 +97,6 @@ type ListenerConfig struct {
 	Address string `yaml:"address"`
 	// TLS, when set, serves MQTT over TLS (mqtts://) or WebSocket over TLS (wss://).
 	TLS *tlsconfig.Files `yaml:"tls"`
-}
-
-// User is an account that may publish.
-type User struct {
-	Username string `yaml:"username"`
-	// PasswordHash is a bcrypt hash ($2a$, $2b$ or $2y$), as printed by
-	// `bridge passwd` or `htpasswd -nB`. Plain-text passwords are never stored.
-	PasswordHash string `yaml:"password_hash" secret:"true"`
-	// Publish lists the topic filters this user may publish to. Empty means none.
-	Publish []string `yaml:"publish"`
-	// Subscribe lists the topic filters this user may subscribe to. Absent
-	// means everything, as for anonymous clients.
-	Subscribe []string `yaml:"subscribe"`
 }
 
 // Login throttles failed logins. After MaxFailures failures in a row from
@@ -227,23 +213,6 @@ func (l *ListenerConfig) Validate() error {
 	}
 	if err := listenaddr.Check(l.Address, ":1883 or 127.0.0.1:1883"); err != nil {
 		p.Add("address", "%v", err)
-	}
-	return p.Err()
-}
-
-// Validate checks one user.
-func (u *User) Validate() error {
-	var p strictyaml.Problems
-	credentials.ValidateUser(&p, u.Username, u.PasswordHash)
-	for i, f := range u.Publish {
-		if err := topics.ValidFilter(f); err != nil {
-			p.Add(fmt.Sprintf("publish[%d]", i), "%v", err)
-		}
-	}
-	for i, f := range u.Subscribe {
-		if err := topics.ValidFilter(f); err != nil {
-			p.Add(fmt.Sprintf("subscribe[%d]", i), "%v", err)
-		}
 	}
 	return p.Err()
 }

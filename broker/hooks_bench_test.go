@@ -8,6 +8,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
+
+	"github.com/opsfirehose/firehose/internal/credentials"
 )
 
 // BenchmarkPublishHooks is what our hooks cost mochi per QoS 1 publish of
@@ -18,7 +20,7 @@ import (
 func BenchmarkPublishHooks(b *testing.B) {
 	cfg := DefaultConfig()
 	m := newMetrics()
-	auth := newAuthHook(zerolog.Nop(), m, newAccessPolicy(false, []User{{Username: "bench", PasswordHash: hash(b, "x"), Publish: []string{"bench/#"}}}), cfg)
+	auth := newAuthHook(zerolog.Nop(), m, newAccessPolicy(false, []credentials.User{{Username: "bench", PasswordHash: hash(b, "x"), Publish: []string{"bench/#"}}}), cfg)
 	hooks := &mqtt.Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, h := range []mqtt.Hook{auth, &flowHook{metrics: m}, &protocolHook{}, newDropHook(zerolog.Nop(), m)} {
 		if err := hooks.Add(h, nil); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -48,7 +49,7 @@ func parseLog(t *testing.T, s string) []logLine {
 func startLogged(t *testing.T, logs *testkit.SyncBuffer, interval time.Duration) *Broker {
 	t.Helper()
 	cfg := testConfig()
-	cfg.Users = []User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"pub/#"}}}
+	cfg.Users = []credentials.User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"pub/#"}}}
 	b, err := New(cfg, Options{Logger: zerolog.New(logs).Level(zerolog.InfoLevel), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)

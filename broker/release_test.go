@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsfirehose/firehose/broker/retained"
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -63,7 +64,7 @@ func (h *holdingHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
 // release is acked and delivered nowhere.
 func TestReleaseContract(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"#"}}}
+	cfg.Users = []credentials.User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"#"}}}
 	b, _ := start(t, cfg)
 	h := &holdingHook{b: b, taken: make(chan taken, 10)}
 	if err := b.AddHook(h); err != nil {

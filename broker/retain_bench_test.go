@@ -8,6 +8,7 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkRetainedPublish(b *testing.B) {
 func benchmarkRetainedPublish(b *testing.B, path string) {
 	cfg := testConfig()
 	cfg.Persistence.Path = path
-	cfg.Users = []User{{Username: "pub", PasswordHash: hash(b, "pw"), Publish: []string{"#"}}}
+	cfg.Users = []credentials.User{{Username: "pub", PasswordHash: hash(b, "pw"), Publish: []string{"#"}}}
 	br, err := New(cfg, Options{})
 	if err != nil {
 		b.Fatal(err)

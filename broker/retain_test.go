@@ -8,6 +8,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -188,7 +189,7 @@ func topicsOf(pks []packets.Packet) []string {
 // $SYS, which stays mochi's and is hidden from "#".
 func TestRetainedSemantics(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{
+	cfg.Users = []credentials.User{
 		{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"#"}},
 		{Username: "narrow", PasswordHash: hash(t, "pw"), Subscribe: []string{"sem/a", "bar/#"}},
 	}
@@ -307,7 +308,7 @@ func TestRetainedSemantics(t *testing.T) {
 func TestRetainedSurvivesARestart(t *testing.T) {
 	cfg := testConfig()
 	cfg.Persistence.Path = t.TempDir()
-	cfg.Users = []User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"#"}}}
+	cfg.Users = []credentials.User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"#"}}}
 	b, err := New(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
@@ -243,7 +244,7 @@ func willOf(topic string, retain bool) *packets.Packet {
 // ("not authorized"); a will inside the ACL is published as before.
 func TestWillsArePublishes(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{{Username: "demo", PasswordHash: hash(t, "demo"), Publish: []string{"demo/#"}}}
+	cfg.Users = []credentials.User{{Username: "demo", PasswordHash: hash(t, "demo"), Publish: []string{"demo/#"}}}
 	b, _ := start(t, cfg)
 	sub := testkit.Connect(t, url(b, "tcp", "mqtt"), testkit.ClientOptions{})
 	all := sub.Subscribe("#", 1)
@@ -291,7 +292,7 @@ func TestWillsArePublishes(t *testing.T) {
 // as MQTT requires.
 func TestSessionTakeoverAcrossIdentitiesIsRefused(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{
+	cfg.Users = []credentials.User{
 		{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"pub/#"}},
 		{Username: "other", PasswordHash: hash(t, "pw2"), Publish: []string{"other/#"}},
 	}
@@ -342,7 +343,7 @@ func TestSessionTakeoverAcrossIdentitiesIsRefused(t *testing.T) {
 // inside a narrow ACL is delivered, at QoS 0 and 1.
 func TestTopicAliasesResolveBeforeTheACL(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{{Username: "demo", PasswordHash: hash(t, "demo"), Publish: []string{"demo/#"}}}
+	cfg.Users = []credentials.User{{Username: "demo", PasswordHash: hash(t, "demo"), Publish: []string{"demo/#"}}}
 	b, _ := start(t, cfg)
 	sub := testkit.Connect(t, url(b, "tcp", "mqtt"), testkit.ClientOptions{})
 	all := sub.Subscribe("#", 1)
@@ -382,7 +383,7 @@ func TestTopicAliasesResolveBeforeTheACL(t *testing.T) {
 // publishing to $SYS gets an answer, never silence.
 func TestSysTopicPublishesAreAnswered(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{{Username: "admin", PasswordHash: hash(t, "pw"), Publish: []string{"#"}}}
+	cfg.Users = []credentials.User{{Username: "admin", PasswordHash: hash(t, "pw"), Publish: []string{"#"}}}
 	b, _ := start(t, cfg)
 	sub := testkit.Connect(t, url(b, "tcp", "mqtt"), testkit.ClientOptions{})
 	sys := sub.Subscribe("$SYS/x/#", 1)
@@ -439,7 +440,7 @@ func TestSysTopicPublishesAreAnswered(t *testing.T) {
 // passed before still gets in, and the warnings are aggregated.
 func TestLoginThrottling(t *testing.T) {
 	cfg := testConfig()
-	cfg.Users = []User{{Username: "pub", PasswordHash: hash(t, "right"), Publish: []string{"pub/#"}}}
+	cfg.Users = []credentials.User{{Username: "pub", PasswordHash: hash(t, "right"), Publish: []string{"pub/#"}}}
 	cfg.Login = Login{MaxFailures: 3, Backoff: time.Hour, MaxBackoff: time.Hour, BcryptConcurrency: 1}
 	var logs testkit.SyncBuffer
 	reg := prometheus.NewRegistry()

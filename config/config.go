@@ -24,7 +24,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/logging"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/router"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // Config is the whole file.
@@ -33,7 +33,7 @@ type Config struct {
 	HTTP   httpserver.Config `yaml:"http"`
 	Broker broker.Config     `yaml:"broker"`
 	// Sinks are the destinations routes deliver to, by name.
-	Sinks map[string]sinks.Config `yaml:"sinks"`
+	Sinks map[string]sinkconfig.Config `yaml:"sinks"`
 	// Routes fan topic filters out to sinks.
 	Routes []router.Config `yaml:"routes"`
 	// DataDir holds the bridge's state: outboxes, ConfigDB's SQLite file,
@@ -151,7 +151,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if s := c.History.Sink; c.History.Enabled && s != "" {
-		if sc, ok := c.Sinks[s]; !ok || sc.Type != sinks.TypeJetStream && sc.Type != sinks.TypeNATS {
+		if sc, ok := c.Sinks[s]; !ok || sc.Type != sinkconfig.TypeJetStream && sc.Type != sinkconfig.TypeNATS {
 			p.Add("history.sink", "%q: name a jetstream (or nats) entry of sinks, whose JetStream servers then keep the history", s)
 		}
 	}
@@ -178,7 +178,7 @@ func Load(path string, opts Options) (*Config, error) {
 // every problem at once.
 func Parse(data []byte, cfg *Config, opts Options) error {
 	var err error
-	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
+	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, configcore.Users{Users: &cfg.Broker.Users, File: &cfg.Broker.UsersFile}, opts)
 	return err
 }
 

@@ -22,7 +22,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 func bridgeWith(t *testing.T, edit func(*config.Config)) (*app.Bridge, string) {
@@ -351,10 +351,10 @@ func TestASnapshotHoldsWhatWasPublishedBeforeIt(t *testing.T) {
 func TestHealthSaysWhyASinkIsDown(t *testing.T) {
 	srv := testnats.Start(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
 	_, base := bridgeWith(t, func(c *config.Config) {
-		var sc sinks.Config
+		var sc sinkconfig.Config
 		sc.SetDefaults()
-		sc.Type, sc.URLs, sc.Username, sc.Password = sinks.TypeNATS, []string{srv.URL()}, "bridge", "wrong"
-		c.Sinks = map[string]sinks.Config{"target": sc}
+		sc.Type, sc.URLs, sc.Username, sc.Password = sinkconfig.TypeNATS, []string{srv.URL()}, "bridge", "wrong"
+		c.Sinks = map[string]sinkconfig.Config{"target": sc}
 		var rc router.Config
 		rc.SetDefaults()
 		rc.Name, rc.Sink, rc.Filters = "out", "target", []string{"#"}

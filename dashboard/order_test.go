@@ -18,6 +18,7 @@ import (
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/dashboard"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/topics"
@@ -47,7 +48,7 @@ func TestAStreamMessageIsInTheSnapshotItPrompts(t *testing.T) {
 		t.Fatal(err)
 	}
 	mqttBus := testbus.Start(t, func(c *broker.Config) { // anonymous clients only read
-		c.Users = []broker.User{{Username: "gerrit", PasswordHash: string(hash), Publish: []string{"gerrit/#", "other/#"}}}
+		c.Users = []credentials.User{{Username: "gerrit", PasswordHash: string(hash), Publish: []string{"gerrit/#", "other/#"}}}
 	})
 	src := &stallingSource{Source: mqttBus.Broker, later: map[int]string{}, gate: make(chan struct{}), called: map[string]int{}}
 	d, err := dashboard.New(dashboard.DefaultConfig(), dashboard.Options{Source: src, Logger: zerolog.Nop()})

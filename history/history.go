@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/bus"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -95,7 +95,7 @@ type Options struct {
 	// DataDir holds the embedded server's store, under history/.
 	DataDir string
 	// Sinks are the configured sinks; history.sink names one of them.
-	Sinks map[string]sinks.Config
+	Sinks map[string]sinkconfig.Config
 	// Registerer receives the history's metrics; nil means none.
 	Registerer prometheus.Registerer
 	Logger     zerolog.Logger
@@ -114,7 +114,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 	)
 	if cfg.Sink != "" {
 		sc, ok := opts.Sinks[cfg.Sink]
-		if !ok || sc.Type != sinks.TypeJetStream && sc.Type != sinks.TypeNATS {
+		if !ok || sc.Type != sinkconfig.TypeJetStream && sc.Type != sinkconfig.TypeNATS {
 			return nil, fmt.Errorf("history.sink: %q is not a jetstream (or nats) entry of sinks", cfg.Sink)
 		}
 		st, err = openSink(cfg, sc, opts.Logger.With().Str("component", "history").Logger())

@@ -18,7 +18,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/internal/ellipsis"
-	"github.com/opsfirehose/firehose/sinks"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // storeTimeout bounds one request to the store: making the stream, reading
@@ -80,8 +81,8 @@ func openEmbedded(ctx context.Context, cfg Config, dir string) (*store, error) {
 // openSink connects to the servers of the JetStream sink sc, in the
 // background as the sinks do: the bridge starts when they are down, and the
 // stream is made once they are up (ensure).
-func openSink(cfg Config, sc sinks.Config, log zerolog.Logger) (*store, error) {
-	opts, err := sinks.NATSCredentials(sc)
+func openSink(cfg Config, sc sinkconfig.Config, log zerolog.Logger) (*store, error) {
+	opts, err := natssink.NATSCredentials(sc)
 	if err != nil {
 		return nil, fmt.Errorf("history.sink %s: %w", cfg.Sink, err)
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/backoff"
 	"github.com/opsfirehose/firehose/internal/connstate"
+	"github.com/opsfirehose/firehose/internal/tlsconfig"
 	"github.com/opsfirehose/firehose/router"
-	"github.com/opsfirehose/firehose/sinks"
 )
 
 // Subscriber runs the router against an external broker: it holds a shared
@@ -109,15 +109,28 @@ type SubscriberOptions struct {
 	Logger      zerolog.Logger
 }
 
+// Conn is the subscriber's connection to the external broker.
+type Conn struct {
+	// URL is tcp://, ssl://, ws:// or wss://host:port.
+	URL string
+	// ClientID is the subscriber's own, fixed so that the broker keeps its
+	// session (and the messages queued for it) across reconnects.
+	ClientID           string
+	Username, Password string
+	TLS                *tlsconfig.Client
+	// MaxReconnectInterval bounds the back-off between reconnects.
+	MaxReconnectInterval time.Duration
+}
+
 // NewSubscriber prepares the subscription for r's routes; cfg describes the
-// connection (as for an mqtt sink, with its own client id).
+// connection.
 //
 // OwnPrefixes are the topic prefixes of the bridges' own adapters (chef,
 // ansible, ...): the bridge whose adapter accepted such a message routed it
 // before publishing it on the broker (a sender's 2xx waits for that), so the
 // subscriber acknowledges it without routing it again. MQTT 3.1.1 carries
 // nothing else that could tell it which messages a bridge routed already.
-func NewSubscriber(r *router.Router, cfg sinks.Config, o SubscriberOptions) (*Subscriber, error) {
+func NewSubscriber(r *router.Router, cfg Conn, o SubscriberOptions) (*Subscriber, error) {
 	group, ownPrefixes, m, log := o.Group, o.OwnPrefixes, o.Metrics, o.Logger
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails

@@ -6,7 +6,7 @@ import (
 
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -140,11 +140,11 @@ func ValidateAll(routes []Config, sinkNames map[string]bool) error {
 // subject_prefix and nats-server's MQTT mapping) and checked, with NATS
 // subject matching, against the union of the stream's subjects. Keys in the
 // errors are relative to the config root.
-func ValidateSinks(routes []Config, sinkCfgs map[string]sinks.Config) error {
+func ValidateSinks(routes []Config, sinkCfgs map[string]sinkconfig.Config) error {
 	var p strictyaml.Problems
 	for i, r := range routes {
 		sc, ok := sinkCfgs[r.Sink]
-		if !ok || sc.Type != sinks.TypeJetStream || sc.Stream == nil || len(sc.Stream.Subjects) == 0 {
+		if !ok || sc.Type != sinkconfig.TypeJetStream || sc.Stream == nil || len(sc.Stream.Subjects) == 0 {
 			continue
 		}
 		stream := make([][]string, len(sc.Stream.Subjects))

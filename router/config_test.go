@@ -8,7 +8,7 @@ import (
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/router"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // keyErrors maps each problem's key to its message.
@@ -70,11 +70,11 @@ routes:
 }
 
 func TestValidateSinksKeepsJetStreamRoutesInsideTheirStream(t *testing.T) {
-	stream := func(subjects ...string) sinks.Config {
-		var c sinks.Config
+	stream := func(subjects ...string) sinkconfig.Config {
+		var c sinkconfig.Config
 		c.SetDefaults()
-		c.Type, c.URLs = sinks.TypeJetStream, []string{"nats://127.0.0.1:4222"}
-		c.Stream = &sinks.StreamConfig{Name: "FIREHOSE", Subjects: subjects}
+		c.Type, c.URLs = sinkconfig.TypeJetStream, []string{"nats://127.0.0.1:4222"}
+		c.Stream = &sinkconfig.StreamConfig{Name: "FIREHOSE", Subjects: subjects}
 		return c
 	}
 	rt := func(prefix string, rw *router.Rewrite, filters ...string) router.Config {
@@ -85,7 +85,7 @@ func TestValidateSinksKeepsJetStreamRoutesInsideTheirStream(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		route   router.Config
-		sink    sinks.Config
+		sink    sinkconfig.Config
 		outside string // the subject reported, "" when the route fits
 	}{
 		{"everything", rt("firehose", nil, "#"), stream("firehose.>"), ""},
@@ -103,7 +103,7 @@ func TestValidateSinksKeepsJetStreamRoutesInsideTheirStream(t *testing.T) {
 		{"no subjects configured", rt("fh", nil, "#"), stream(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := router.ValidateSinks([]router.Config{tc.route}, map[string]sinks.Config{"js": tc.sink})
+			err := router.ValidateSinks([]router.Config{tc.route}, map[string]sinkconfig.Config{"js": tc.sink})
 			if tc.outside == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -121,7 +121,7 @@ func TestValidateSinksKeepsJetStreamRoutesInsideTheirStream(t *testing.T) {
 		})
 	}
 	// Other sink types are not checked.
-	if err := router.ValidateSinks([]router.Config{rt("fh", nil, "#")}, map[string]sinks.Config{"js": sinkConfig(sinks.TypeNATS, "nats://x:4222")}); err != nil {
+	if err := router.ValidateSinks([]router.Config{rt("fh", nil, "#")}, map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeNATS, "nats://x:4222")}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,13 +8,14 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
-// TestImportsNoMQTTLibrary keeps the routing core free of MQTT libraries:
-// the MQTT inputs that hand it messages (mqttin) import them, and so does
-// the MQTT sink (sinks/mqttsink), which app hands the router as one more
-// sinks.Sink; the router takes bus.Messages. Neither mochi-mqtt nor paho
-// may be among its dependencies, directly or through any package it
-// imports. (Its tests may use MQTT clients; the package may not.)
-func TestImportsNoMQTTLibrary(t *testing.T) {
+// TestImportsNoClientLibrary keeps the routing core free of MQTT and NATS
+// libraries: the MQTT inputs that hand it messages (mqttin) import them,
+// and so do the sinks (sinks/mqtt, sinks/nats), which app hands the router
+// as sinks.Sinks that address their messages themselves; the router takes
+// bus.Messages. Neither mochi-mqtt, paho nor nats.go may be among its
+// dependencies, directly or through any package it imports. (Its tests may
+// use them; the package may not.)
+func TestImportsNoClientLibrary(t *testing.T) {
 	const self = "github.com/opsfirehose/firehose/router"
 	goCmd := testkit.RequireCommand(t, "go")
 	out, err := exec.Command(goCmd, "list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", ".").CombinedOutput()
@@ -37,8 +38,9 @@ func TestImportsNoMQTTLibrary(t *testing.T) {
 				continue
 			}
 			seen[imp] = queue[0]
-			if strings.HasPrefix(imp, "github.com/mochi-mqtt/") || strings.HasPrefix(imp, "github.com/eclipse/paho") {
-				t.Errorf("the router depends on %s, imported by %s; MQTT belongs in mqttin (inputs) and sinks/mqttsink (the MQTT sink)", imp, queue[0])
+			if strings.HasPrefix(imp, "github.com/mochi-mqtt/") || strings.HasPrefix(imp, "github.com/eclipse/paho") ||
+				strings.HasPrefix(imp, "github.com/nats-io/") {
+				t.Errorf("the router depends on %s, imported by %s; MQTT belongs in mqttin (inputs) and sinks/mqtt (the MQTT sink), NATS in sinks/nats", imp, queue[0])
 				continue
 			}
 			queue = append(queue, imp)

@@ -1,11 +1,3 @@
-// Package router fans messages out to sinks along configured routes. It sits
-// in the publish path: a message is routed before its sender is told it is
-// safe (an HTTP 2xx, an MQTT PUBACK). For each required route the message is
-// confirmed by the sink or kept in the route's disk outbox, from which a
-// replayer delivers it, in order, once the sink is back.
-//
-// The router must not publish on the MQTT bus itself, and must not know the
-// sources of messages.
 package router
 
 import (
@@ -59,7 +51,6 @@ type Router struct {
 type route struct {
 	cfg     Config
 	sink    sinks.Sink
-	isNATS  bool
 	conds   []condition
 	outbox  *outbox.Outbox     // required routes
 	queue   chan []bus.Message // optional routes
@@ -69,9 +60,9 @@ type route struct {
 }
 
 // New opens every required route's outbox and prepares the routes; Start
-// begins replaying. sinkSet maps sink names to sinks; kinds says which sinks
-// take NATS subjects.
-func New(cfgs []Config, sinkSet map[string]sinks.Sink, natsSinks map[string]bool, opts Options) (_ *Router, err error) {
+// begins replaying. sinkSet maps sink names to sinks, each of which
+// addresses the messages it is given (sinks.Sink.Address).
+func New(cfgs []Config, sinkSet map[string]sinks.Sink, opts Options) (_ *Router, err error) {
 	r := &Router{log: opts.Logger.With().Str("component", "router").Logger(), now: opts.Now, metrics: newMetrics()}
 	if r.now == nil {
 		r.now = time.Now
@@ -88,12 +79,11 @@ func New(cfgs []Config, sinkSet map[string]sinks.Sink, natsSinks map[string]bool
 			return nil, fmt.Errorf("route %s: no sink named %q", c.Name, c.Sink)
 		}
 		rt := &route{
-			cfg:    c,
-			sink:   s,
-			isNATS: natsSinks[c.Sink],
-			conds:  newConditions(c.Where),
-			wake:   make(chan struct{}, 1),
-			log:    r.log.With().Str("route", c.Name).Str("sink", c.Sink).Logger(),
+			cfg:   c,
+			sink:  s,
+			conds: newConditions(c.Where),
+			wake:  make(chan struct{}, 1),
+			log:   r.log.With().Str("route", c.Name).Str("sink", c.Sink).Logger(),
 		}
 		rt.metrics = r.metrics.forRoute(c.Name)
 		if c.Rewrite != nil {
@@ -349,20 +339,18 @@ func (rt *route) matchesTopic(topic string) bool {
 	return false
 }
 
-// address applies the route's rewrite and, for NATS sinks, the subject mapping.
+// address applies the route's rewrite, then asks the sink where the
+// message goes (for NATS sinks, the subject under the route's prefix).
 func (rt *route) address(m bus.Message) (bus.Message, error) {
 	t := m.Topic
 	if rw := rt.cfg.Rewrite; rw != nil && (t == rw.From || strings.HasPrefix(t, rw.From+"/")) {
 		t = rw.To + t[len(rw.From):]
 	}
-	if rt.isNATS {
-		subject, err := topics.ToSubject(rt.cfg.SubjectPrefix, t)
-		if err != nil {
-			return m, err
-		}
-		t = subject
+	dest, err := rt.sink.Address(rt.cfg.SubjectPrefix, t)
+	if err != nil {
+		return m, err
 	}
-	m.Topic = t
+	m.Topic = dest
 	return m, nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,14 +22,16 @@ import (
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
-func sinkConfig(typ, url string) sinks.Config {
-	var c sinks.Config
+func sinkConfig(typ, url string) sinkconfig.Config {
+	var c sinkconfig.Config
 	c.SetDefaults()
 	c.Type, c.URLs, c.ConfirmTimeout = typ, []string{url}, 2*time.Second
-	if typ == sinks.TypeJetStream {
-		c.Stream = &sinks.StreamConfig{}
+	if typ == sinkconfig.TypeJetStream {
+		c.Stream = &sinkconfig.StreamConfig{}
 		c.Stream.SetDefaults()
 		c.Stream.Name, c.Stream.Create, c.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
 	}
@@ -48,26 +52,25 @@ type fixture struct {
 	logs   *testkit.SyncBuffer // the router's log
 }
 
-func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]sinks.Config) *fixture {
+func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]sinkconfig.Config) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}, logs: &testkit.SyncBuffer{}}
-	natsSinks := map[string]bool{}
 	for name, c := range sinkCfgs {
 		// The sinks log where the router does: a failing test shows why a
 		// sink stayed down.
-		s, err := sinks.NewNATS(name, c, zerolog.New(f.logs))
+		s, err := natssink.NewNATS(name, c, zerolog.New(f.logs))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close(context.Background()) })
-		f.sinks[name], natsSinks[name] = s, true
+		f.sinks[name] = s
 	}
 	for i := range routes {
 		if err := routes[i].Validate(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err := router.New(routes, f.sinks, natsSinks, router.Options{DataDir: dataDir, Logger: zerolog.New(f.logs), Registerer: f.reg})
+	r, err := router.New(routes, f.sinks, router.Options{DataDir: dataDir, Logger: zerolog.New(f.logs), Registerer: f.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +141,7 @@ func TestFiltersWhereAndSubjectMapping(t *testing.T) {
 	tasks.SubjectPrefix = "fh.dc1"
 	renamed := route("renamed", "core", "gerrit/#")
 	renamed.Rewrite = &router.Rewrite{From: "gerrit", To: "review/gerrit"}
-	f := newRouter(t, t.TempDir(), []router.Config{failures, tasks, renamed}, map[string]sinks.Config{"core": sinkConfig(sinks.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{failures, tasks, renamed}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	got := subscribe(t, srv.URL(), ">")
 
@@ -192,7 +195,7 @@ func TestFiltersWhereAndSubjectMapping(t *testing.T) {
 func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
 	srv := testnats.Start(t)
 	dir := t.TempDir()
-	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, map[string]sinks.Config{"js": sinkConfig(sinks.TypeJetStream, srv.URL())})
+	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())})
 	waitReady(t, f.sinks["js"])
 	if err := f.router.Route(context.Background(), msg("a/b", "before")); err != nil {
 		t.Fatal(err)
@@ -258,7 +261,7 @@ func TestFullOutboxRefusesWithUnavailable(t *testing.T) {
 	srv := testnats.Start(t)
 	r := route("all", "js", "#")
 	r.OutboxMaxBytes = bytesize.MiB
-	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinks.Config{"js": sinkConfig(sinks.TypeJetStream, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())})
 	waitReady(t, f.sinks["js"])
 	srv.Stop()
 	waitDown(t, f.sinks["js"])
@@ -279,7 +282,7 @@ func TestOptionalRouteDropsAndCounts(t *testing.T) {
 	srv := testnats.Start(t)
 	r := route("best-effort", "core", "#")
 	r.Required = false
-	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinks.Config{"core": sinkConfig(sinks.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	srv.Stop()
 	waitDown(t, f.sinks["core"])
@@ -296,7 +299,7 @@ func TestOptionalRouteDropsAndCounts(t *testing.T) {
 func TestOutboxSurvivesARestartOfTheRouter(t *testing.T) {
 	srv := testnats.Start(t)
 	dir := t.TempDir()
-	cfgs := map[string]sinks.Config{"js": sinkConfig(sinks.TypeJetStream, srv.URL())}
+	cfgs := map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())}
 	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs)
 	waitReady(t, f.sinks["js"])
 	srv.Stop()
@@ -366,11 +369,11 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, route, result str
 // no duplicate.
 func TestJetStreamClusterNodeLoss(t *testing.T) {
 	cluster := testnats.StartCluster(t)
-	sc := sinkConfig(sinks.TypeJetStream, cluster.URLs()[0])
+	sc := sinkConfig(sinkconfig.TypeJetStream, cluster.URLs()[0])
 	sc.URLs = cluster.URLs()
 	sc.ConfirmTimeout = 5 * time.Second
 	sc.Stream.Replicas = 3
-	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]sinks.Config{"js": sc})
+	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]sinkconfig.Config{"js": sc})
 	// Ready once the R3 stream exists: another election, which on a busy
 	// machine may take longer than Eventually's bound.
 	testkit.EventuallyWithin(t, 4*testkit.WaitTimeout, f.sinks["js"].Ready, "sink js to be ready (its R3 stream made)")
@@ -462,7 +465,7 @@ func TestFitIsExactAndRefusesBeforeDelivering(t *testing.T) {
 	required := route("required", "core", "big/#")
 	optional := route("optional", "core", "#")
 	optional.Required, optional.SubjectPrefix = false, "opt"
-	f := newRouter(t, t.TempDir(), []router.Config{required, optional}, map[string]sinks.Config{"core": sinkConfig(sinks.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{required, optional}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	got := subscribe(t, srv.URL(), ">")
 	sink := f.sinks["core"]
@@ -504,12 +507,121 @@ func TestFitIsExactAndRefusesBeforeDelivering(t *testing.T) {
 // BenchmarkFit is what the size check costs every routed message: a
 // message far below the smallest limit of the required routes.
 func BenchmarkFit(b *testing.B) {
-	cfg := sinkConfig(sinks.TypeJetStream, "nats://127.0.0.1:1") // never connects: the configured limit
-	f := newRouter(b, b.TempDir(), []router.Config{route("all", "js", "#"), route("chef", "js", "chef/#")}, map[string]sinks.Config{"js": cfg})
+	cfg := sinkConfig(sinkconfig.TypeJetStream, "nats://127.0.0.1:1") // never connects: the configured limit
+	f := newRouter(b, b.TempDir(), []router.Config{route("all", "js", "#"), route("chef", "js", "chef/#")}, map[string]sinkconfig.Config{"js": cfg})
 	m := msg("chef/acme/web1/run/success", strings.Repeat("x", 2000))
 	for b.Loop() {
 		if err := f.router.Fit(&m); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// addressingSink is a sink with an addressing of its own, so that a test
+// sees the router send what the sink's Address says, not a mapping of the
+// router's. It confirms every message at once.
+type addressingSink struct {
+	mu    sync.Mutex
+	got   []string
+	name  string
+	limit int // Limit().Bytes
+}
+
+func (s *addressingSink) Address(prefix, topic string) (string, error) {
+	if strings.Contains(topic, "nowhere") {
+		return "", fmt.Errorf("%w: %s has no destination here", bus.ErrInvalid, topic)
+	}
+	return "to " + prefix + " " + topic, nil
+}
+
+func (s *addressingSink) Publish(_ context.Context, msgs ...bus.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.got = append(s.got, m.Topic)
+	}
+	return nil
+}
+
+func (s *addressingSink) Name() string                    { return s.name }
+func (s *addressingSink) Ready() bool                     { return true }
+func (s *addressingSink) NotReadyReason() string          { return "" }
+func (s *addressingSink) Limit() sinks.Limit              { return sinks.Limit{Bytes: s.limit, From: "test"} }
+func (s *addressingSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
+func (s *addressingSink) Close(ctx context.Context) error { return nil }
+
+// TestTheSinkAddressesEachMessage: the router applies a route's rewrite,
+// then sends each message where its sink's Address says, under the route's
+// subject_prefix; a topic the sink cannot address is dropped for that route
+// alone.
+func TestTheSinkAddressesEachMessage(t *testing.T) {
+	s := &addressingSink{name: "own"}
+	plain := route("plain", "own", "chef/#")
+	moved := route("moved", "own", "chef/#")
+	moved.SubjectPrefix, moved.Rewrite = "dc1", &router.Rewrite{From: "chef", To: "dc1/chef"}
+	r, err := router.New([]router.Config{plain, moved}, map[string]sinks.Sink{"own": s},
+		router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	if err := r.Route(t.Context(), bus.Message{Topic: "chef/acme/web1/status"}, bus.Message{Topic: "chef/nowhere"}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(s.got)
+	want := []string{"to dc1 dc1/chef/acme/web1/status", "to firehose chef/acme/web1/status"}
+	if !slices.Equal(s.got, want) {
+		t.Errorf("the sink got %q, want %q", s.got, want)
+	}
+}
+
+// TestPublisherRoutesFirstThenTheBus: the publish policy refuses a bad topic
+// before any sink or the bus sees it, routes before it publishes on the bus,
+// and publishes nothing on the bus when routing fails.
+func TestPublisherRoutesFirstThenTheBus(t *testing.T) {
+	s := &addressingSink{name: "own", limit: 10}
+	r, err := router.New([]router.Config{route("all", "own", "#")}, map[string]sinks.Sink{"own": s},
+		router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	// The bus records how many messages the sink had when each reached it.
+	var onBus []string
+	busPub := publisherFunc(func(_ context.Context, msgs ...bus.Message) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range msgs {
+			onBus = append(onBus, fmt.Sprintf("%s after %d routed", m.Topic, len(s.got)))
+		}
+		return nil
+	})
+	p := router.NewPublisher(r, busPub)
+
+	err = p.Publish(t.Context(), bus.Message{Topic: "ok/1"}, bus.Message{Topic: "bad/+"})
+	if !errors.Is(err, bus.ErrInvalid) || len(s.got) != 0 || len(onBus) != 0 {
+		t.Fatalf("a bad topic: err %v, sink got %q, bus got %q; want ErrInvalid and nothing anywhere", err, s.got, onBus)
+	}
+	if err := p.Publish(t.Context(), bus.Message{Topic: "ok/1"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ok/1 after 1 routed"}; !slices.Equal(onBus, want) {
+		t.Errorf("bus got %q, want %q", onBus, want)
+	}
+	if err := p.Publish(t.Context(), bus.Message{Topic: "nowhere/2"}); err != nil {
+		t.Fatal(err) // dropped for the route, still published on the bus
+	}
+	if len(onBus) != 2 {
+		t.Errorf("bus got %q; a message no sink can address still goes on the bus", onBus)
+	}
+	err = p.Publish(t.Context(), bus.Message{Topic: "big/3", Payload: []byte("eleven byte")})
+	if tooLarge := (*router.TooLargeError)(nil); !errors.As(err, &tooLarge) || len(onBus) != 2 {
+		t.Errorf("a message too large for the route: err %v, bus got %q; want a *TooLargeError and nothing more on the bus", err, onBus)
+	}
+}
+
+type publisherFunc func(ctx context.Context, msgs ...bus.Message) error
+
+func (f publisherFunc) Publish(ctx context.Context, msgs ...bus.Message) error {
+	return f(ctx, msgs...)
 }

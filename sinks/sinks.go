@@ -1,11 +1,12 @@
-// Package sinks holds the places routes deliver to: NATS core and JetStream
-// here, an external MQTT broker in sinks/mqttsink (apart, so that the
-// router links no MQTT library). Every sink implements Sink, and one
-// conformance suite (sinks/sinktest) runs against all of them and the
-// embedded broker.
+// Package sinks is the contract of the places routes deliver to: the Sink
+// interface, its limits and refusals. The sinks themselves live apart, so
+// that the router links no client library: NATS core and JetStream in
+// sinks/nats, an external MQTT broker in sinks/mqtt. One conformance suite
+// (sinks/sinktest) runs against all of them and the embedded broker.
 //
-// A sink delivers what it is given: it must not choose subjects, filter, or
-// buffer on disk. Mapping is the router's, buffering the outbox's.
+// A sink delivers what it is given: it must not filter or buffer on disk.
+// Which messages go where is the router's, buffering the outbox's; a sink
+// only says, through Address, how a topic is named in its namespace.
 package sinks
 
 import (
@@ -19,7 +20,8 @@ import (
 // Publish (from bus.Publisher) returns nil only once the sink has confirmed
 // every message: a JetStream ack, an MQTT PUBACK, or for NATS core the
 // server's answer to a flush. Each msg.Topic is already the destination in the
-// sink's own namespace (a NATS subject for NATS sinks, a topic for MQTT). When
+// sink's own namespace, as Address made it (a NATS subject for NATS sinks, a
+// topic for MQTT). When
 // the sink is not connected, Publish fails at once with an error wrapping
 // bus.ErrUnavailable, so the caller can buffer without waiting out a timeout.
 // A message the destination can never take (over its size limit, an invalid
@@ -42,6 +44,13 @@ type Sink interface {
 	// server or the network gave it ("not Authorized", "connection
 	// refused"), or what else it waits for. It is "" while Ready.
 	NotReadyReason() string
+	// Address is where the sink sends a message published on topic (a bus
+	// topic, after its route's rewrite), in the sink's own namespace: for
+	// NATS the subject under subjectPrefix (the route's subject_prefix), for
+	// MQTT the topic itself. It is pure and cheap: the router asks it of
+	// every message a route takes. An error means the topic has no
+	// destination here; the route drops that message.
+	Address(subjectPrefix, topic string) (string, error)
 	// Limit is the largest message the destination takes now. It may
 	// change: a NATS sink learns it from the server once connected.
 	Limit() Limit

@@ -20,22 +20,24 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/sinks/mqttsink"
+	mqttsink "github.com/opsfirehose/firehose/sinks/mqtt"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 	"github.com/opsfirehose/firehose/sinks/sinktest"
 )
 
 func natsDest(levels ...string) string { return strings.Join(levels, ".") }
 func mqttDest(levels ...string) string { return strings.Join(levels, "/") }
 
-func natsConfig(typ string, urls ...string) sinks.Config {
-	var cfg sinks.Config
+func natsConfig(typ string, urls ...string) sinkconfig.Config {
+	var cfg sinkconfig.Config
 	cfg.SetDefaults()
 	cfg.Type, cfg.URLs = typ, urls
 	// A confirmation that is slow on a busy machine must not fail a test;
 	// the tests of a confirmation that never comes set their own.
 	cfg.ConfirmTimeout = testkit.WaitTimeout
-	if typ == sinks.TypeJetStream {
-		cfg.Stream = &sinks.StreamConfig{}
+	if typ == sinkconfig.TypeJetStream {
+		cfg.Stream = &sinkconfig.StreamConfig{}
 		cfg.Stream.SetDefaults()
 		cfg.Stream.Name, cfg.Stream.Create, cfg.Stream.Subjects = "SINKTEST", true, []string{"sinktest.>"}
 	}
@@ -70,7 +72,7 @@ func TestNATSCoreConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
 			srv = testnats.Start(t, smallPayload)
-			s, err := sinks.NewNATS("core", natsConfig(sinks.TypeNATS, srv.URL()), zerolog.Nop())
+			s, err := natssink.NewNATS("core", natsConfig(sinkconfig.TypeNATS, srv.URL()), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +108,7 @@ func TestJetStreamConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
 			srv = testnats.Start(t)
-			s, err := sinks.NewNATS("js", natsConfig(sinks.TypeJetStream, srv.URL()), zerolog.Nop())
+			s, err := natssink.NewNATS("js", natsConfig(sinkconfig.TypeJetStream, srv.URL()), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +155,7 @@ func consumeStream(t *testing.T, url, stream string) <-chan sinktest.Delivery {
 
 func TestJetStreamStoresARetriedMessageOnce(t *testing.T) {
 	srv := testnats.Start(t)
-	s, err := sinks.NewNATS("js", natsConfig(sinks.TypeJetStream, srv.URL()), zerolog.Nop())
+	s, err := natssink.NewNATS("js", natsConfig(sinkconfig.TypeJetStream, srv.URL()), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,9 +180,9 @@ func TestMQTTConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
 			broker = testkit.StartMosquitto(t, "max_packet_size 262144")
-			var cfg sinks.Config
+			var cfg sinkconfig.Config
 			cfg.SetDefaults()
-			cfg.Type, cfg.URL, cfg.ClientID = sinks.TypeMQTT, broker.URL(), "sinktest-publisher"
+			cfg.Type, cfg.URL, cfg.ClientID = sinkconfig.TypeMQTT, broker.URL(), "sinktest-publisher"
 			cfg.MaxPacketSize = 256 * bytesize.KiB
 			cfg.MaxReconnectInterval = 200 * time.Millisecond
 			cfg.ConfirmTimeout = testkit.WaitTimeout
@@ -229,10 +231,11 @@ func mqttReceiver(t *testing.T, url string) <-chan sinktest.Delivery {
 // brokerSink presents the embedded broker as a sink, so it passes the same suite.
 type brokerSink struct{ *testbus.Bus }
 
-func (b brokerSink) Name() string                    { return "embedded" }
-func (b brokerSink) Close(ctx context.Context) error { return b.Broker.Close(ctx) }
-func (b brokerSink) Limit() sinks.Limit              { return sinks.Limit{} }
-func (b brokerSink) MessageSize(m *bus.Message) int  { return len(m.Payload) }
+func (b brokerSink) Name() string                            { return "embedded" }
+func (b brokerSink) Close(ctx context.Context) error         { return b.Broker.Close(ctx) }
+func (b brokerSink) Limit() sinks.Limit                      { return sinks.Limit{} }
+func (b brokerSink) MessageSize(m *bus.Message) int          { return len(m.Payload) }
+func (b brokerSink) Address(_, topic string) (string, error) { return topic, nil }
 func (b brokerSink) NotReadyReason() string {
 	if b.Ready() {
 		return ""
@@ -267,9 +270,9 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 64}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
+	cfg := natsConfig(sinkconfig.TypeJetStream, srv.URL())
 	cfg.Stream.Create = false // the stream above, with its limit
-	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,9 +317,9 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 // then, instead of failing every publish while it says it is ready.
 func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 	srv := testnats.Start(t)
-	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
+	cfg := natsConfig(sinkconfig.TypeJetStream, srv.URL())
 	cfg.Stream.Storage = "memory"
-	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,9 +355,9 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 // while the stream's leader is elected after a node was lost).
 func TestJetStreamMakesALostStreamWithoutAPublish(t *testing.T) {
 	srv := testnats.Start(t)
-	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
+	cfg := natsConfig(sinkconfig.TypeJetStream, srv.URL())
 	cfg.ConfirmTimeout = time.Second // how long the publish below waits for no stream
-	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,9 +426,9 @@ func TestMQTTPacketSizeAgainstMosquitto(t *testing.T) {
 // max_msg_size when smaller.
 func TestNATSLimits(t *testing.T) {
 	srv := testnats.Start(t, smallPayload)
-	cfg := natsConfig(sinks.TypeNATS, "nats://127.0.0.1:1") // nothing listens there
+	cfg := natsConfig(sinkconfig.TypeNATS, "nats://127.0.0.1:1") // nothing listens there
 	cfg.MaxPayload = 3 * bytesize.MiB
-	s, err := sinks.NewNATS("core", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("core", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,8 +444,8 @@ func TestNATSLimits(t *testing.T) {
 		t.Errorf("MessageSize %d, want %d", got, want)
 	}
 
-	js, err := sinks.NewNATS("js", func() sinks.Config {
-		c := natsConfig(sinks.TypeJetStream, srv.URL())
+	js, err := natssink.NewNATS("js", func() sinkconfig.Config {
+		c := natsConfig(sinkconfig.TypeJetStream, srv.URL())
 		c.Stream.Create = false
 		return c
 	}(), zerolog.Nop())
@@ -471,9 +474,9 @@ func TestNATSLimits(t *testing.T) {
 func TestSinksSayWhyTheyCannotConnect(t *testing.T) {
 	t.Run("mqtt", func(t *testing.T) {
 		mosq := testkit.StartMosquittoWithPassword(t, "bridge", "right")
-		var cfg sinks.Config
+		var cfg sinkconfig.Config
 		cfg.SetDefaults()
-		cfg.Type, cfg.URL, cfg.ClientID = sinks.TypeMQTT, mosq.URL(), "wrong-password"
+		cfg.Type, cfg.URL, cfg.ClientID = sinkconfig.TypeMQTT, mosq.URL(), "wrong-password"
 		cfg.Username, cfg.Password = "bridge", "wrong"
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
@@ -486,13 +489,13 @@ func TestSinksSayWhyTheyCannotConnect(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close(context.Background()) })
 		wantRefused(t, s, &logs, "not Authorized")
 	})
-	for _, typ := range []string{sinks.TypeNATS, sinks.TypeJetStream} {
+	for _, typ := range []string{sinkconfig.TypeNATS, sinkconfig.TypeJetStream} {
 		t.Run(typ, func(t *testing.T) {
 			srv := testnats.Start(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
 			cfg := natsConfig(typ, srv.URL())
 			cfg.Username, cfg.Password = "bridge", "wrong"
 			var logs testkit.SyncBuffer
-			s, err := sinks.NewNATS("out", cfg, zerolog.New(&logs))
+			s, err := natssink.NewNATS("out", cfg, zerolog.New(&logs))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -527,9 +530,9 @@ func wantRefused(t *testing.T, s sinks.Sink, logs *testkit.SyncBuffer, reason st
 // every message they were told is stored is in the stream, once.
 func TestJetStreamConcurrentPublishers(t *testing.T) {
 	srv := testnats.Start(t)
-	cfg := natsConfig(sinks.TypeJetStream, srv.URL())
+	cfg := natsConfig(sinkconfig.TypeJetStream, srv.URL())
 	cfg.MaxPending = 16
-	s, err := sinks.NewNATS("js", cfg, zerolog.Nop())
+	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

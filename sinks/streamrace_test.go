@@ -10,7 +10,8 @@ import (
 
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
-	"github.com/opsfirehose/firehose/sinks"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // TestJetStreamSinksStartingTogetherMakeTheStreamOnce starts several
@@ -25,20 +26,20 @@ func TestJetStreamSinksStartingTogetherMakeTheStreamOnce(t *testing.T) {
 	const bridges = 4
 	t.Run("server", func(t *testing.T) {
 		srv := testnats.Start(t)
-		startTogether(t, bridges, natsConfig(sinks.TypeJetStream, srv.URL()))
+		startTogether(t, bridges, natsConfig(sinkconfig.TypeJetStream, srv.URL()))
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := testnats.StartCluster(t)
-		cfg := natsConfig(sinks.TypeJetStream, c.URLs()...)
+		cfg := natsConfig(sinkconfig.TypeJetStream, c.URLs()...)
 		cfg.Stream.Replicas = 3
 		startTogether(t, bridges, cfg)
 	})
 }
 
-func startTogether(t *testing.T, n int, cfg sinks.Config) {
+func startTogether(t *testing.T, n int, cfg sinkconfig.Config) {
 	t.Helper()
 	logs := make([]testkit.SyncBuffer, n)
-	made := make([]*sinks.NATS, n)
+	made := make([]*natssink.NATS, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -46,7 +47,7 @@ func startTogether(t *testing.T, n int, cfg sinks.Config) {
 		go func() {
 			defer wg.Done()
 			<-start
-			s, err := sinks.NewNATS("js", cfg, zerolog.New(&logs[i]))
+			s, err := natssink.NewNATS("js", cfg, zerolog.New(&logs[i]))
 			if err != nil {
 				t.Error(err)
 				return

@@ -18,6 +18,7 @@ import (
 
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/testbus"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
@@ -44,7 +45,7 @@ func startBroker(t *testing.T, anonymous bool) *testBroker {
 		cfg.Listeners = append(cfg.Listeners, broker.ListenerConfig{
 			Name: "mqtts", Type: broker.ListenerTCP, Address: "127.0.0.1:0", TLS: &tlsconfig.Files{CertFile: certs.CertFile, KeyFile: certs.KeyFile},
 		})
-		cfg.Users = []broker.User{{Username: "reader", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
+		cfg.Users = []credentials.User{{Username: "reader", PasswordHash: string(hash), Subscribe: []string{"chef/#"}}}
 	}).Broker
 	pw := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {

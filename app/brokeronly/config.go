@@ -105,6 +105,6 @@ func Load(path string, opts configcore.Options) (*Config, error) {
 // Parse decodes YAML over cfg, which holds the defaults, as config.Parse does.
 func Parse(data []byte, cfg *Config, opts configcore.Options) error {
 	var err error
-	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, &cfg.Broker, opts)
+	cfg.given, cfg.sources, err = configcore.Parse(data, cfg, configcore.Users{Users: &cfg.Broker.Users, File: &cfg.Broker.UsersFile}, opts)
 	return err
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/opsfirehose/firehose/bench/internal/mqttload"
 	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/config"
+	"github.com/opsfirehose/firehose/internal/credentials"
 )
 
 // params are the benchmark's knobs.
@@ -144,7 +145,7 @@ func run(ctx context.Context, p params, progress io.Writer) (*report, error) {
 		cfg.DataDir = dir
 		cfg.HTTP.Address = "127.0.0.1:0"
 		cfg.Broker.Listeners = []broker.ListenerConfig{{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"}}
-		cfg.Broker.Users = []broker.User{{Username: "bench", PasswordHash: string(hash), Publish: []string{"#"}}}
+		cfg.Broker.Users = []credentials.User{{Username: "bench", PasswordHash: string(hash), Publish: []string{"#"}}}
 		cfg.Dashboard.Enabled = false // measured elsewhere (bench/dashboard)
 		cfg.History.Enabled = mode == "on"
 		b, err := app.New(ctx, cfg, zerolog.Nop())

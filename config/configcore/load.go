@@ -10,8 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/opsfirehose/firehose/broker"
 	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
@@ -97,11 +97,12 @@ func Load[C any](path string, cfg *C, opts Options, parse func([]byte, *C, Optio
 }
 
 // Parse decodes YAML over cfg, a pointer to a config file's struct holding
-// the defaults, with the overrides applied, then loads the users_file of b,
-// the broker section inside cfg, a relative path being taken from opts.Dir.
+// the defaults, with the overrides applied, then loads the users file that
+// users.File names (broker.users_file inside cfg; a relative path is taken
+// from opts.Dir) into users.Users (broker.users).
 // It reports every problem at once, and returns the keys the file wrote (see
 // givenKeys) and the keys the overrides set.
-func Parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]bool, Sources, error) {
+func Parse(data []byte, cfg any, users Users, opts Options) (map[string]bool, Sources, error) {
 	var sources Sources
 	if len(opts.Overrides) > 0 {
 		var err error
@@ -109,25 +110,32 @@ func Parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]boo
 			return nil, nil, err
 		}
 	}
-	given, err := parse(data, cfg, b, opts)
+	given, err := parse(data, cfg, users, opts)
 	if opts.SyntaxOnly {
 		err = withoutOutsideProblems(err)
 	}
 	return given, sources, sources.Name(err)
 }
 
-func parse(data []byte, cfg any, b *broker.Config, opts Options) (map[string]bool, error) {
+// Users points into a config struct at the broker's users and its users
+// file, which Parse completes once it has decoded the struct.
+type Users struct {
+	Users *[]credentials.User
+	File  *string
+}
+
+func parse(data []byte, cfg any, u Users, opts Options) (map[string]bool, error) {
 	sopts := strictyaml.Options{LookupEnv: opts.LookupEnv, ReadFile: opts.ReadFile}
 	err := strictyaml.Decode(data, cfg, sopts)
 	given := givenKeys(data)
-	if b.UsersFile != "" {
-		if !filepath.IsAbs(b.UsersFile) && opts.Dir != "" {
-			b.UsersFile = filepath.Join(opts.Dir, b.UsersFile)
+	if *u.File != "" {
+		if !filepath.IsAbs(*u.File) && opts.Dir != "" {
+			*u.File = filepath.Join(opts.Dir, *u.File)
 		}
-		users, uerr := loadUsersFile(b.UsersFile, sopts)
+		users, uerr := loadUsersFile(*u.File, sopts)
 		if uerr == nil {
-			uerr = checkNoOverlap(b.Users, users)
-			b.Users = append(b.Users, users...)
+			uerr = checkNoOverlap(*u.Users, users)
+			*u.Users = append(*u.Users, users...)
 		}
 		err = errors.Join(err, reroot("broker.users_file", uerr))
 	}
@@ -152,11 +160,11 @@ func withoutOutsideProblems(err error) error {
 
 // usersFile is the shape of broker.users_file: the same user entries as broker.users.
 type usersFile struct {
-	Users []broker.User `yaml:"users"`
+	Users []credentials.User `yaml:"users"`
 }
 
 // loadUsersFile reads a users file. Errors name keys inside that file.
-func loadUsersFile(path string, opts strictyaml.Options) ([]broker.User, error) {
+func loadUsersFile(path string, opts strictyaml.Options) ([]credentials.User, error) {
 	readFile := opts.ReadFile
 	if readFile == nil {
 		readFile = os.ReadFile
@@ -174,7 +182,7 @@ func loadUsersFile(path string, opts strictyaml.Options) ([]broker.User, error) 
 
 // checkNoOverlap refuses a user defined both in the config and in the users
 // file, since which one wins would be a surprise.
-func checkNoOverlap(inConfig, inFile []broker.User) error {
+func checkNoOverlap(inConfig, inFile []credentials.User) error {
 	names := map[string]bool{}
 	for _, u := range inConfig {
 		names[u.Username] = true

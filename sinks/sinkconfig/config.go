@@ -1,4 +1,4 @@
-package sinks
+package sinkconfig
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
+	"github.com/opsfirehose/firehose/sinks"
 )
 
 // Sink types.
@@ -219,13 +220,13 @@ func checkURL(raw string, schemes ...string) error {
 // ConfiguredLimit is the limit the config gives the sink named name, for
 // `bridge check`: max_payload for NATS (nats-server's default when not set;
 // a running sink learns the server's own), max_packet_size for MQTT.
-func (c *Config) ConfiguredLimit(name string) Limit {
+func (c *Config) ConfiguredLimit(name string) sinks.Limit {
 	if c.Type == TypeMQTT {
-		return Limit{Bytes: int(c.EffectiveMaxPacketSize()), From: "sinks." + name + ".max_packet_size"}
+		return sinks.Limit{Bytes: int(c.EffectiveMaxPacketSize()), From: "sinks." + name + ".max_packet_size"}
 	}
 	from := "sinks." + name + ".max_payload"
 	if c.MaxPayload == 0 {
 		from = "nats-server's default max_payload; set sinks." + name + ".max_payload if the server's differs"
 	}
-	return Limit{Bytes: int(c.AssumedMaxPayload()), From: from}
+	return sinks.Limit{Bytes: int(c.AssumedMaxPayload()), From: from}
 }

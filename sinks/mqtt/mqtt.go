@@ -1,7 +1,7 @@
-// Package mqttsink is the sink on an external MQTT broker, through paho. It
+// Package mqtt is the sink on an external MQTT broker, through paho. It
 // lives apart from sinks so that the router, which imports sinks for the
 // Sink contract, links no MQTT library.
-package mqttsink
+package mqtt
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/connstate"
 	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // Sink is a sink on an external MQTT broker (mosquitto, EMQX) through paho:
@@ -51,7 +52,7 @@ func WhenLost(what string) Option { return func(s *Sink) { s.whenLost = what } }
 // New starts connecting in the background and keeps reconnecting, with the
 // back-off bounded by max_reconnect_interval. dataDir holds the file store
 // unless store_dir is set.
-func New(name string, cfg sinks.Config, dataDir string, log zerolog.Logger, opts ...Option) (*Sink, error) {
+func New(name string, cfg sinkconfig.Config, dataDir string, log zerolog.Logger, opts ...Option) (*Sink, error) {
 	s := &Sink{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
 		maxPacket: int(cfg.EffectiveMaxPacketSize()),
 		whenLost:  "messages for required routes wait in their outbox (senders get 503 once it is full)"}
@@ -126,6 +127,10 @@ func (s *Sink) NotReadyReason() string {
 
 // Limit is max_packet_size: MQTT 3.1.1 cannot ask the broker.
 func (s *Sink) Limit() sinks.Limit { return s.limit }
+
+// Address is topic itself: MQTT takes the bus's topics as they are, and a
+// route's subject_prefix does not apply.
+func (s *Sink) Address(_, topic string) (string, error) { return topic, nil }
 
 // MessageSize is the size of the QoS 1 PUBLISH packet that carries m.
 func (s *Sink) MessageSize(m *bus.Message) int { return PublishPacketSize(m.Topic, len(m.Payload)) }

@@ -1,4 +1,4 @@
-package sinks_test
+package sinkconfig_test
 
 import (
 	"errors"
@@ -8,23 +8,23 @@ import (
 
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
-	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 func TestMQTTSinkNeedsAPositiveMaxReconnectInterval(t *testing.T) {
 	for _, d := range []time.Duration{0, -time.Second} {
-		var c sinks.Config
+		var c sinkconfig.Config
 		c.SetDefaults()
-		c.Type, c.URL, c.ClientID, c.MaxReconnectInterval = sinks.TypeMQTT, "tcp://127.0.0.1:1883", "firehose-dc1", d
+		c.Type, c.URL, c.ClientID, c.MaxReconnectInterval = sinkconfig.TypeMQTT, "tcp://127.0.0.1:1883", "firehose-dc1", d
 		err := c.Validate()
 		var ke *strictyaml.KeyError
 		if !errors.As(err, &ke) || ke.Key != "max_reconnect_interval" {
 			t.Errorf("max_reconnect_interval %v: %v, want a problem at max_reconnect_interval", d, err)
 		}
 	}
-	var c sinks.Config
+	var c sinkconfig.Config
 	c.SetDefaults()
-	c.Type, c.URL, c.ClientID = sinks.TypeMQTT, "tcp://127.0.0.1:1883", "firehose-dc1"
+	c.Type, c.URL, c.ClientID = sinkconfig.TypeMQTT, "tcp://127.0.0.1:1883", "firehose-dc1"
 	if err := c.Validate(); err != nil {
 		t.Errorf("the default: %v", err)
 	}
@@ -36,19 +36,19 @@ func TestSizeLimitKeys(t *testing.T) {
 		payload, pkt bytesize.Size
 		key          string // "": valid
 	}{
-		{sinks.TypeNATS, 0, 0, ""},
-		{sinks.TypeNATS, 8 * bytesize.MiB, 0, ""},
-		{sinks.TypeNATS, -1, 0, "max_payload"},
-		{sinks.TypeNATS, 0, bytesize.MiB, "max_packet_size"},
-		{sinks.TypeMQTT, 0, 0, ""},
-		{sinks.TypeMQTT, 0, sinks.MaxMQTTPacket, ""},
-		{sinks.TypeMQTT, 0, sinks.MaxMQTTPacket + 1, "max_packet_size"},
-		{sinks.TypeMQTT, bytesize.MiB, 0, "max_payload"},
+		{sinkconfig.TypeNATS, 0, 0, ""},
+		{sinkconfig.TypeNATS, 8 * bytesize.MiB, 0, ""},
+		{sinkconfig.TypeNATS, -1, 0, "max_payload"},
+		{sinkconfig.TypeNATS, 0, bytesize.MiB, "max_packet_size"},
+		{sinkconfig.TypeMQTT, 0, 0, ""},
+		{sinkconfig.TypeMQTT, 0, sinkconfig.MaxMQTTPacket, ""},
+		{sinkconfig.TypeMQTT, 0, sinkconfig.MaxMQTTPacket + 1, "max_packet_size"},
+		{sinkconfig.TypeMQTT, bytesize.MiB, 0, "max_payload"},
 	} {
-		var c sinks.Config
+		var c sinkconfig.Config
 		c.SetDefaults()
 		c.Type, c.MaxPayload, c.MaxPacketSize = tt.typ, tt.payload, tt.pkt
-		if tt.typ == sinks.TypeMQTT {
+		if tt.typ == sinkconfig.TypeMQTT {
 			c.URL, c.ClientID = "tcp://127.0.0.1:1883", "firehose-dc1"
 		} else {
 			c.URLs = []string{"nats://127.0.0.1:4222"}
@@ -59,11 +59,11 @@ func TestSizeLimitKeys(t *testing.T) {
 			t.Errorf("%s max_payload %d max_packet_size %d: %v, want a problem at %q", tt.typ, tt.payload, tt.pkt, err, tt.key)
 		}
 	}
-	var c sinks.Config
+	var c sinkconfig.Config
 	if lim := c.ConfiguredLimit("js"); lim.Bytes != 1<<20 || !strings.Contains(lim.From, "default") {
 		t.Errorf("NATS default: %+v", lim)
 	}
-	c.Type = sinks.TypeMQTT
+	c.Type = sinkconfig.TypeMQTT
 	if lim := c.ConfiguredLimit("ext"); lim.Bytes != 1<<20 || lim.From != "sinks.ext.max_packet_size" {
 		t.Errorf("MQTT default: %+v", lim)
 	}

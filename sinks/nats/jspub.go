@@ -1,4 +1,4 @@
-package sinks
+package nats
 
 import (
 	"bytes"

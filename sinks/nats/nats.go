@@ -1,4 +1,4 @@
-package sinks
+package nats
 
 import (
 	"context"
@@ -18,6 +18,9 @@ import (
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/connstate"
+	"github.com/opsfirehose/firehose/sinks"
+	"github.com/opsfirehose/firehose/sinks/sinkconfig"
+	"github.com/opsfirehose/firehose/topics"
 )
 
 // NATS is a NATS core or JetStream sink. Core publishes are confirmed by a
@@ -26,7 +29,7 @@ import (
 // messages are in flight at once, and de-duplicated by Nats-Msg-Id.
 type NATS struct {
 	name    string
-	cfg     Config
+	cfg     sinkconfig.Config
 	log     zerolog.Logger
 	nc      *nats.Conn
 	js      jetstream.JetStream // nil for core
@@ -54,7 +57,7 @@ type NATS struct {
 	// configured is the limit until the server's is known; streamLimit
 	// says where a stream's limit comes from. Both are made once, as Limit
 	// runs for every routed message.
-	configured  Limit
+	configured  sinks.Limit
 	streamLimit string
 	// streamMaxMsg is the stream's max_msg_size, once read from the
 	// server; 0 while unknown or unlimited.
@@ -63,11 +66,11 @@ type NATS struct {
 	limitOnce    sync.Once
 }
 
-var _ Sink = (*NATS)(nil)
+var _ sinks.Sink = (*NATS)(nil)
 
 // NewNATS connects to NATS in the background: the bridge starts even when
 // NATS is down, and the sink reconnects forever.
-func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
+func NewNATS(name string, cfg sinkconfig.Config, log zerolog.Logger) (*NATS, error) {
 	s := &NATS{
 		name:        name,
 		cfg:         cfg,
@@ -148,7 +151,7 @@ func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 		return nil, fmt.Errorf("sink %s: %w", name, err)
 	}
 	s.nc = nc
-	if cfg.Type == TypeJetStream {
+	if cfg.Type == sinkconfig.TypeJetStream {
 		s.js, err = jetstream.New(nc)
 		if err == nil {
 			s.pub, err = newJSPublisher(nc, cfg.MaxPending)
@@ -220,7 +223,7 @@ func (s *NATS) NotReadyReason() string {
 // there again. Otherwise it reads the stream's max_msg_size, for Limit.
 // It runs on nats.go's callback goroutine, so it must not take long.
 func (s *NATS) onConnect() {
-	if s.cfg.Type != TypeJetStream || s.cfg.Stream == nil {
+	if s.cfg.Type != sinkconfig.TypeJetStream || s.cfg.Stream == nil {
 		s.limitOnce.Do(func() { close(s.limitKnown) })
 		return
 	}
@@ -418,13 +421,13 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 // default when not set); for JetStream, the stream's max_msg_size when it is
 // smaller. A message over max_payload is refused by nats.go before it is
 // sent, and one over max_msg_size by the stream: both for good.
-func (s *NATS) Limit() Limit {
+func (s *NATS) Limit() sinks.Limit {
 	lim := s.configured
 	if mp := s.nc.MaxPayload(); mp > 0 {
-		lim = Limit{Bytes: int(mp), From: "the NATS server's max_payload"}
+		lim = sinks.Limit{Bytes: int(mp), From: "the NATS server's max_payload"}
 	}
 	if mm := s.streamMaxMsg.Load(); mm > 0 && mm < int64(lim.Bytes) {
-		lim = Limit{Bytes: int(mm), From: s.streamLimit}
+		lim = sinks.Limit{Bytes: int(mm), From: s.streamLimit}
 	}
 	return lim
 }
@@ -432,6 +435,12 @@ func (s *NATS) Limit() Limit {
 // LimitKnown is closed once the sink has read its limits from the server
 // (after its first connection), for warnings that need them.
 func (s *NATS) LimitKnown() <-chan struct{} { return s.limitKnown }
+
+// Address is topic's NATS subject under subjectPrefix, mapped as
+// nats-server's MQTT bridge maps topics (topics.ToSubject).
+func (s *NATS) Address(subjectPrefix, topic string) (string, error) {
+	return topics.ToSubject(subjectPrefix, topic)
+}
 
 // MessageSize is the payload and the NATS headers the sink sends, counted
 // as nats.go and nats-server count them against max_payload: a
@@ -461,7 +470,7 @@ func (s *NATS) Publish(ctx context.Context, msgs ...bus.Message) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var refused Refusals
+	var refused sinks.Refusals
 	for i := range msgs {
 		if err := s.nc.PublishMsg(natsMsg(&msgs[i])); err != nil {
 			err = fmt.Errorf("sink %s: publish %s: %w: %w", s.name, msgs[i].Topic, classify(err), err)
@@ -491,7 +500,7 @@ func (s *NATS) publishJetStream(ctx context.Context, msgs []bus.Message) error {
 	// refusal for good is reported only if all the other messages are
 	// stored.
 	var (
-		refused   Refusals
+		refused   sinks.Refusals
 		transient error
 	)
 	for i, err := range errs {
