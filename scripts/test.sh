@@ -227,7 +227,9 @@ alongside staticcheck env GOFLAGS="${goflags:+$goflags }-race" "$work/tools/stat
 
 begin "go test -race"
 test_status=0
-go test -race -vet=off -timeout 15m ./... || test_status=$?
+# -p 4: most test binaries wait on sockets and child processes; four at a
+# time ran the suite in 213 s instead of 254 s at -p 2 (warm cache, same CPU).
+go test -race -vet=off -p 4 -timeout 15m ./... || test_status=$?
 record "$step" "$step_started"
 step=""
 echo "==> staticcheck"
