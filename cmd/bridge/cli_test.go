@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/opsfirehose/firehose/internal/gobuild"
 	"github.com/opsfirehose/firehose/internal/testkit"
 )
 
@@ -18,10 +20,9 @@ const stamped = "v9.8.7-test"
 func buildStamped(t *testing.T, pkg string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-ldflags",
+	cmd := gobuild.Command(context.Background(), testkit.ModuleRoot(t), pkg, out,
 		"-X github.com/opsfirehose/firehose/internal/buildinfo.version="+stamped+
-			" -X github.com/opsfirehose/firehose/internal/buildinfo.commit=0123456789abcdef", "-o", out, pkg)
-	cmd.Dir = testkit.ModuleRoot(t)
+			" -X github.com/opsfirehose/firehose/internal/buildinfo.commit=0123456789abcdef")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 	}

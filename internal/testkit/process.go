@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -16,16 +17,17 @@ import (
 	"time"
 
 	"github.com/opsfirehose/firehose/internal/freeport"
+	"github.com/opsfirehose/firehose/internal/gobuild"
 )
 
 // BuildBinary builds a main package (such as "./cmd/bridge", relative to the
-// module root) into a temporary directory and returns the binary's path.
+// module root) into a temporary directory, as scripts/build.sh does (gobuild:
+// sharing the release build's compiled packages), and returns the binary's path.
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
 	root := moduleRoot(t)
 	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = root
+	cmd := gobuild.Command(context.Background(), root, pkg, out, "")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 	}

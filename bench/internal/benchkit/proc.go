@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/opsfirehose/firehose/internal/gobuild"
 )
 
 // Proc is a process started by a benchmark, with its output in a log file.
@@ -207,7 +209,7 @@ func FreeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// Build runs `go build -o out pkg` at the root of the module the current
+// Build runs `go build -o out pkg` as scripts/build.sh does (gobuild) at the root of the module the current
 // directory is in, so "./cmd/bridge" means this repository's command
 // wherever the benchmark runs from.
 func Build(ctx context.Context, pkg, out string) error {
@@ -215,8 +217,7 @@ func Build(ctx context.Context, pkg, out string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-	cmd.Dir = root
+	cmd := gobuild.Command(ctx, root, pkg, out, "")
 	var buf bytes.Buffer
 	cmd.Stdout = &buf
 	cmd.Stderr = &buf
