@@ -55,7 +55,9 @@ var rules = []rule{
 	{"router", under(mod + "/router")},
 	{"import the store", stores},
 	{"or a store", stores},
-	{"the firehose packages", func(dep string) bool { return under(mod)(dep) && !under(mod+"/bench")(dep) }},
+	{"the firehose packages", func(dep string) bool {
+		return under(mod)(dep) && !under(mod+"/bench", mod+"/internal/gobuild")(dep) // gobuild builds them, as the release does
+	}},
 	{"HTTP", func(dep string) bool { return dep == "net/http" || under(mod+"/httpserver")(dep) }},
 	{"authentication", under(mod+"/internal/credentials", mod+"/httpserver")},
 	{"the bus", under(mod + "/bus")},
@@ -87,6 +89,7 @@ var behavioural = map[string][]string{
 	mod + "/topics":             {"do I/O, log, or hold state", "be bypassed", "assemble topics with fmt.Sprintf"},
 	mod + "/ingest":             {"parse more than it needs"},
 	mod + "/internal/gctune":    {"run where the operator set GOGC"},
+	mod + "/internal/gobuild":   {"decide what a binary is stamped with"},
 	mod + "/internal/jsonscan":  {"modify", "grow into a general JSON"},
 	mod + "/outbox":             {"decide when to deliver"},
 	mod + "/sinks":              {"filter or buffer on disk"},

@@ -8,5 +8,6 @@
 //
 // It is imported only by the benchmark programs; it must not import the
 // firehose packages they measure, so that a benchmark measures the binary it
-// starts and nothing else.
+// starts and nothing else (internal/gobuild, which builds those binaries as
+// the release does, is no such package).
 package benchkit
