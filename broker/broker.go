@@ -76,6 +76,8 @@ func New(cfg Config, opts Options) (_ *Broker, err error) {
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	caps.MaximumMessageExpiryInterval = int64(cfg.MaxMessageExpiry.Seconds())
 	caps.MaximumSessionExpiryInterval = uint32(cfg.MaxSessionExpiry.Seconds())
+	// The retained store keeps retained messages, not mochi (retain.go).
+	caps.RetainAvailable = 0
 	server := mqtt.New(&mqtt.Options{
 		InlineClient:             true,
 		Capabilities:             caps,
@@ -191,6 +193,10 @@ func (b *Broker) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("broker: start: %w", err)
 	}
+	// Last of the hooks, whatever AddHook added (retain.go).
+	if err := b.server.AddHook(&retainTail{h: b.retain}, nil); err != nil {
+		return fmt.Errorf("broker: start: retained hook: %w", err)
+	}
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("broker: start: %w", err)
 	}
@@ -223,8 +229,13 @@ func (b *Broker) Addr(name string) string {
 	return ""
 }
 
-// AddHook adds a mochi hook, such as the router's; call it before Start.
+// AddHook adds a mochi hook, such as the router's. A hook that provides
+// OnPublish must be added before Start: Start adds the hook that keeps
+// retained publishes, which must see a publish after every other.
 func (b *Broker) AddHook(hook mqtt.Hook) error {
+	if b.started.Load() && hook.Provides(mqtt.OnPublish) {
+		return fmt.Errorf("broker: hook %s provides OnPublish: add it before Start", hook.ID())
+	}
 	if err := b.server.AddHook(hook, nil); err != nil {
 		return fmt.Errorf("broker: hook %s: %w", hook.ID(), err)
 	}

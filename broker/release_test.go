@@ -9,6 +9,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/broker/retained"
 	"github.com/opsfirehose/firehose/bus"
@@ -65,10 +66,20 @@ func (h *holdingHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
 func TestReleaseContract(t *testing.T) {
 	cfg := testConfig()
 	cfg.Users = []credentials.User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"#"}}}
-	b, _ := start(t, cfg)
+	b, err := New(cfg, Options{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &holdingHook{b: b, taken: make(chan taken, 10)}
 	if err := b.AddHook(h); err != nil {
 		t.Fatal(err)
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	if err := b.AddHook(&holdingHook{}); err == nil {
+		t.Fatal("an OnPublish hook was added after Start, after the retained store's")
 	}
 	other := testkit.DialRaw(t, b.Addr("mqtt"))
 	other.Connect(5, testkit.ConnectOptions{Clean: true})

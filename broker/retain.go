@@ -22,13 +22,16 @@ import (
 // packet and four maps per topic level in the heap for each message, a
 // copy of the whole map every second to look for expired ones, every match
 // copied into one slice for each late subscriber and then dropped past
-// max_inflight. So retainHook takes every retained message into a
-// retained.Store the moment mochi retains it, and leaves mochi's index
-// empty of them (it keeps only its own $SYS topics, which never pass the
-// hooks). mochi then finds nothing to send a late subscriber but $SYS, and
-// the hook streams the subscriber's matches from the store itself, under
-// flow control (stream.go), after the SUBACK and before any live message of
-// the subscription.
+// max_inflight. So mochi's retaining is off (Capabilities.RetainAvailable
+// 0: mochi then skips its retainMessage, and reads the setting nowhere
+// else but to refuse a CONNECT whose will is retained, see willRetainKey),
+// and the broker keeps every retained message in a retained.Store: a
+// publish's in retainTail, mochi's last OnPublish hook, which sees what
+// every other hook let through; a will's in OnWillSent. mochi's index
+// keeps only its own $SYS topics, so it finds nothing to send a late
+// subscriber but $SYS, and the hook streams the subscriber's matches from
+// the store itself, under flow control (stream.go), after the SUBACK and
+// before any live message of the subscription.
 //
 // A retained publish is acknowledged once it is on disk: the hook holds the
 // client's PUBACK in the connection's ack gate until the store's next group
@@ -75,20 +78,88 @@ func (h *retainHook) ID() string { return "firehose-retained" }
 // Provides lists the events the hook handles.
 func (h *retainHook) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnRetainMessage, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnDisconnect, mqtt.OnPublished, mqtt.OnWillSent:
+	case mqtt.OnPacketRead, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnDisconnect, mqtt.OnPublished, mqtt.OnWillSent:
 		return true
 	}
 	return false
 }
 
-// OnRetainMessage moves a message mochi has just retained into the store
-// (an empty payload deletes), and makes the publisher's ack wait for the
-// store's sync.
-func (h *retainHook) OnRetainMessage(cl *mqtt.Client, pk packets.Packet, _ int64) {
+// retainTail keeps retained publishes in the store. Broker.Start adds it
+// after every other hook, so that it is the last to see a publish, as
+// mochi's own retaining came after every OnPublish hook: a publish that a
+// hook refuses (ErrRejectPacket), ignores (CodeSuccessIgnore) or takes to
+// hand back later (the router's Release) stops the hooks before it.
+type retainTail struct {
+	mqtt.HookBase
+	h *retainHook
+}
+
+// ID names the hook in mochi's logs.
+func (t *retainTail) ID() string { return "firehose-retained-publish" }
+
+// Provides lists the events the hook handles.
+func (t *retainTail) Provides(b byte) bool { return b == mqtt.OnPublish }
+
+// OnPublish keeps a retained publish that every other hook let through.
+func (t *retainTail) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Retain && !pk.Ignore {
+		t.h.keep(cl, pk)
+	}
+	return pk, nil
+}
+
+// willRetainKey marks a will that its client asked to be retained: mochi,
+// with its retaining off, would refuse the CONNECT, so OnPacketRead clears
+// the flag and notes it in the will's user properties (which mochi's
+// session store keeps with the will, across a restart), and OnWill sets it
+// again before the will is sent. A client that put the key in its will
+// itself gains nothing it could not ask for with the flag.
+const willRetainKey = "\x00firehose: will retained"
+
+// OnPacketRead takes a CONNECT's will retain flag into willRetainKey.
+func (h *retainHook) OnPacketRead(_ *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Type == packets.Connect && pk.Connect.WillFlag && pk.Connect.WillRetain {
+		pk.Connect.WillRetain = false
+		user := pk.Connect.WillProperties.User
+		pk.Connect.WillProperties.User = append(user[:len(user):len(user)], packets.UserProperty{Key: willRetainKey, Val: "1"})
+	}
+	return pk, nil
+}
+
+// OnWill gives back a will the retain flag that OnPacketRead took, and
+// keeps a will that goes at once before mochi delivers it, as mochi kept a
+// retained publish. A delayed will is kept when it goes (OnWillSent): its
+// client may come back before.
+func (h *retainHook) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	for i, p := range will.User {
+		if p.Key != willRetainKey {
+			continue
+		}
+		will.User = append(will.User[:i:i], will.User[i+1:]...)
+		will.Retain = true
+		if cl.Properties.Will.WillDelayInterval == 0 { // what sendLWT decides by
+			h.keepWill(packets.Packet{
+				FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: will.Qos, Retain: true},
+				TopicName:   will.TopicName, Payload: will.Payload, Properties: packets.Properties{User: will.User},
+			})
+		}
+		break
+	}
+	return will, nil
+}
+
+func (h *retainHook) keepWill(pk packets.Packet) {
+	pk.Expiry = 0 // mochi's time to send a delayed will, not an expiry
+	if _, err := h.put(pk); err != nil {
+		h.log.Error().Err(err).Str("topic", pk.TopicName).Msg("could not keep a retained will")
+	}
+}
+
+// keep puts a retained publish in the store (an empty payload deletes),
+// and makes the publisher's ack wait for the store's sync.
+func (h *retainHook) keep(cl *mqtt.Client, pk packets.Packet) {
 	topic := pk.TopicName
 	seq, err := h.put(pk)
-	// mochi keeps none: its copy would cost the heap and its sweeps.
-	h.server.Topics.RetainMessage(packets.Packet{TopicName: topic})
 	if err != nil {
 		h.log.Error().Err(err).Str("topic", topic).Msg("could not keep a retained message")
 		return
@@ -148,11 +219,17 @@ func (h *retainHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
 	}
 }
 
-// OnWillSent: see OnPublished.
+// OnWillSent keeps a retained will that went after its delay (mochi has
+// delivered it, and then retained it, in that order) and counts it, as
+// OnPublished does.
 func (h *retainHook) OnWillSent(_ *mqtt.Client, pk packets.Packet) {
-	if pk.FixedHeader.Retain {
-		h.count()
+	if !pk.FixedHeader.Retain {
+		return
 	}
+	if pk.Connect.WillProperties.WillDelayInterval > 0 { // set by sendLWT for a delayed will only
+		h.keepWill(pk)
+	}
+	h.count()
 }
 
 func (h *retainHook) count() {

@@ -372,3 +372,64 @@ func TestRetainedSurvivesARestart(t *testing.T) {
 		t.Fatalf("an inline subscriber got %d retained statuses after the restart, want 100", n)
 	}
 }
+
+// TestRetainedWills: a will its client asked to be retained is kept when it
+// is sent, at once or after its delay: a live subscriber gets it as any
+// publish, and a late one gets it retained, with the will's user
+// properties and nothing of how the broker carries the flag (mochi's own
+// retaining is off, and would refuse such a CONNECT). A will not asked to
+// be retained is not kept.
+func TestRetainedWills(t *testing.T) {
+	cfg := testConfig()
+	cfg.Users = []credentials.User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"wills/#"}}}
+	b, _ := start(t, cfg)
+	live := testkit.Dial5(t, b.Addr("mqtt"), "", "")
+	live.SubscribeTo(1, packets.Subscription{Filter: "wills/#", Qos: 1, RetainAsPublished: true})
+	user := []packets.UserProperty{{Key: "k", Val: "v"}}
+	for _, tc := range []struct {
+		id      string
+		version byte
+		retain  bool
+		delay   uint32
+	}{
+		{"v4", 4, true, 0},
+		{"v5", 5, true, 0},
+		{"v5-delayed", 5, true, 1},
+		{"v5-plain", 5, false, 0},
+	} {
+		c := testkit.DialRaw(t, b.Addr("mqtt"))
+		will := &packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1, Retain: tc.retain}, TopicName: "wills/" + tc.id,
+			Payload: []byte("offline"), Properties: packets.Properties{WillDelayInterval: tc.delay}}
+		var props packets.Properties
+		if tc.version == 5 {
+			will.Properties.User = user
+			props.SessionExpiryInterval, props.SessionExpiryIntervalFlag = 60, true // a delay needs a session that outlives it
+		}
+		if ack := c.Connect(tc.version, testkit.ConnectOptions{ClientID: tc.id, Username: "pub", Password: "pw", Clean: true, Will: will, Properties: props}); ack.ReasonCode != 0 {
+			t.Fatalf("%s: CONNECT with a will (retain %v) answered 0x%02X", tc.id, tc.retain, ack.ReasonCode)
+		}
+		_ = c.Conn.Close() // no DISCONNECT: the will goes
+		pk := nextPublish(t, live)
+		puback(live, pk.PacketID)
+		if pk.TopicName != will.TopicName || pk.FixedHeader.Retain != tc.retain || fmt.Sprint(pk.Properties.User) != fmt.Sprint(will.Properties.User) {
+			t.Fatalf("%s: the live subscriber got %s retain %v user %v", tc.id, pk.TopicName, pk.FixedHeader.Retain, pk.Properties.User)
+		}
+	}
+	// mochi retains a delayed will just after it delivers it.
+	testkit.Eventually(t, func() bool { return retainedHas(t, b, "wills/v5-delayed") }, "the delayed will retained")
+	late := testkit.Dial5(t, b.Addr("mqtt"), "", "")
+	late.Subscribe(1, "wills/#", 1)
+	got := barrier(t, b, late, "wills/zz-barrier")
+	if fmt.Sprint(topicsOf(got)) != "[wills/v4=offline wills/v5=offline wills/v5-delayed=offline]" {
+		t.Fatalf("a late subscriber got %v", topicsOf(got))
+	}
+	for _, pk := range got {
+		want := "[]"
+		if pk.TopicName != "wills/v4" {
+			want = fmt.Sprint(user)
+		}
+		if !pk.FixedHeader.Retain || fmt.Sprint(pk.Properties.User) != want {
+			t.Fatalf("%s: retain %v, user properties %v; want retained, %s", pk.TopicName, pk.FixedHeader.Retain, pk.Properties.User, want)
+		}
+	}
+}

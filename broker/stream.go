@@ -314,7 +314,7 @@ func ackID(pk []byte) (uint16, bool) {
 }
 
 // awaitDurable makes the ack of the client's publish id wait until store
-// write seq is on disk. It is called from mochi's OnRetainMessage, before
+// write seq is on disk. It is called from retainTail.OnPublish, before
 // mochi writes the ack.
 func (c *gatedConn) awaitDurable(id uint16, seq uint64) {
 	c.wmu.Lock()

@@ -56,7 +56,8 @@ func Dial5(t testing.TB, addr, username, password string) *Raw {
 type ConnectOptions struct {
 	ClientID, Username, Password string
 	Clean                        bool
-	// Will, when its TopicName is set, is the client's last will.
+	// Will, when its TopicName is set, is the client's last will; its
+	// Properties give the MQTT 5 will's user properties and delay.
 	Will *packets.Packet
 	// Properties are the CONNECT's MQTT 5 properties.
 	Properties packets.Properties
@@ -86,6 +87,8 @@ func (c *Raw) Connect(version byte, o ConnectOptions) packets.Packet {
 		pk.Connect.WillFlag = true
 		pk.Connect.WillTopic, pk.Connect.WillPayload = w.TopicName, w.Payload
 		pk.Connect.WillQos, pk.Connect.WillRetain = w.FixedHeader.Qos, w.FixedHeader.Retain
+		pk.Connect.WillProperties.User = w.Properties.User
+		pk.Connect.WillProperties.WillDelayInterval = w.Properties.WillDelayInterval
 	}
 	c.Send(pk)
 	ack := c.Next()
