@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -432,4 +433,69 @@ func TestRetainedWills(t *testing.T) {
 			t.Fatalf("%s: retain %v, user properties %v; want retained, %s", pk.TopicName, pk.FixedHeader.Retain, pk.Properties.User, want)
 		}
 	}
+}
+
+// TestStoredFormatRoundTrip: what put stores decodes to the QoS, properties
+// and payload published, whether kept compact (user properties only) or as
+// a whole PUBLISH (other properties); connection-bound properties and the
+// expiry interval are not kept.
+func TestStoredFormatRoundTrip(t *testing.T) {
+	user := []packets.UserProperty{{Key: "k", Val: "v"}, {Key: "", Val: ""}, {Key: "k", Val: strings.Repeat("x", 300)}}
+	for _, tc := range []struct {
+		name    string
+		pk      packets.Packet
+		compact bool
+	}{
+		{"bare", packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1}, Payload: []byte("p")}, true},
+		{"user properties", packets.Packet{FixedHeader: packets.FixedHeader{Qos: 2}, Payload: []byte("p"), Properties: packets.Properties{User: user}}, true},
+		{"connection-bound ones", packets.Packet{Payload: []byte("p"), Properties: packets.Properties{TopicAlias: 3, TopicAliasFlag: true, SubscriptionIdentifier: []int{4}, MessageExpiryInterval: 60}}, true},
+		{"content type", packets.Packet{Payload: []byte("p"), Properties: packets.Properties{ContentType: "application/json", User: user}}, false},
+		{"response topic", packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1}, Payload: []byte("p"), Properties: packets.Properties{ResponseTopic: "r/t", CorrelationData: []byte{1, 2}}}, false},
+		{"payload format", packets.Packet{Payload: []byte("p"), Properties: packets.Properties{PayloadFormat: 1, PayloadFormatFlag: true}}, false},
+	} {
+		tc.pk.TopicName = "chef/o/n/status"
+		b, err := encodeStored(tc.pk)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := b[0] == storedCompact; got != tc.compact {
+			t.Fatalf("%s: compact %v, want %v", tc.name, got, tc.compact)
+		}
+		var got packets.Packet
+		if err := decodeStored(b, &got); err != nil {
+			t.Fatalf("%s: decode: %v", tc.name, err)
+		}
+		want := tc.pk.Properties
+		want.TopicAlias, want.TopicAliasFlag, want.SubscriptionIdentifier, want.MessageExpiryInterval = 0, false, nil, 0
+		if got.FixedHeader.Qos != tc.pk.FixedHeader.Qos || string(got.Payload) != "p" || fmt.Sprintf("%+v", got.Properties) != fmt.Sprintf("%+v", want) {
+			t.Fatalf("%s: decoded QoS %d payload %q properties %+v; want %d, p, %+v", tc.name, got.FixedHeader.Qos, got.Payload, got.Properties, tc.pk.FixedHeader.Qos, want)
+		}
+		for n := range b { // every truncation is an error, never a panic or a wrong message
+			if err := decodeStored(b[:n], new(packets.Packet)); err == nil && n < len(b)-1 {
+				t.Fatalf("%s: %d of %d bytes decoded", tc.name, n, len(b))
+			}
+		}
+	}
+}
+
+// FuzzDecodeStored: a corrupt stored message is an error, never a panic,
+// and allocates nothing from a count it claims.
+func FuzzDecodeStored(f *testing.F) {
+	for _, pk := range []packets.Packet{
+		{Payload: []byte("p"), Properties: packets.Properties{User: []packets.UserProperty{{Key: "k", Val: "v"}}}},
+		{Payload: []byte("p"), Properties: packets.Properties{ContentType: "c"}},
+	} {
+		b, err := encodeStored(pk)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{storedCompact, 0, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var pk packets.Packet
+		if err := decodeStored(b, &pk); err == nil && len(pk.Properties.User) > len(b) {
+			t.Fatalf("%d user properties from %d bytes", len(pk.Properties.User), len(b))
+		}
+	})
 }
