@@ -116,6 +116,15 @@ func TestNodeReadsTheAdaptersSummary(t *testing.T) {
 	if !ok || n.Name != "n" || n.Org != "o" || n.Failed != nil || n.FailedCookbook != "mysql" {
 		t.Errorf("hand-published status: %+v, %v", n, ok)
 	}
+	// Read as encoding/json would: the last of duplicate names, invalid
+	// UTF-8 replaced, unknown names ignored.
+	n, ok = parseNode("chef/o/n/status", "o", "n", []byte("{\"status\":\"success\",\"status\":\"failure\",\"error_message\":\"bad \xff byte\",\"extra\":[1]}"), now)
+	if !ok || n.Status != "failure" || n.ErrorMessage != "bad \uFFFD byte" {
+		t.Errorf("a status with duplicate names and invalid UTF-8: %+v, %v", n, ok)
+	}
+	if _, ok := parseNode("chef/o/n/status", "o", "n", []byte(`["not an object"]`), now); ok {
+		t.Error("a payload that is not an object was read")
+	}
 }
 
 // An empty fleet's page has empty arrays, not nulls: the page's script
@@ -192,6 +201,30 @@ func TestFleetKeepsNoPacketAlive(t *testing.T) {
 	for k := range f.nodes {
 		if p := uintptr(unsafe.Pointer(unsafe.StringData(k))); p >= start && p < end {
 			t.Fatal("the fleet's key shares the packet's memory")
+		}
+	}
+}
+
+// BenchmarkParseNode is the dashboard's cost of one Chef status: it runs for
+// every retained status published (a fleet's first publish is 100,000 of
+// them) on one of the bridge's cores.
+func BenchmarkParseNode(b *testing.B) {
+	s := func(v string) *string { return &v }
+	i := func(v int64) *int64 { return &v }
+	payload, err := json.Marshal(chefpayload.Summary{
+		NodeName: "web01.example.com", OrganizationName: "acme", RunID: "3f1c0b6e-8f0e-4a4b-9a6e-2d4f6c1b9e11", Status: "success",
+		StartTime: s("2026-01-01T00:00:00Z"), EndTime: s("2026-01-01T00:01:00Z"), DurationMS: i(60000),
+		TotalResourceCount: i(120), UpdatedResourceCount: i(2), PolicyName: s("web"), PolicyGroup: s("prod"), ChefVersion: s("18.2.7"),
+		Owner: s("web-team"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := parseNode("chef/acme/web01.example.com/status", "acme", "web01.example.com", payload, now); !ok {
+			b.Fatal("not parsed")
 		}
 	}
 }

@@ -131,7 +131,7 @@ func realMain() int {
 	flag.BoolVar(&p.MemoryStore, "memory-store", false, "run the bridge with broker.persistence.memory: true (what keeping retained messages on disk, synced before each PUBACK, costs)")
 	flag.StringVar(&p.MosqBin, "mosquitto-bin", p.MosqBin, "mosquitto binary")
 	flag.StringVar(&p.MosqPasswd, "mosquitto-passwd", p.MosqPasswd, "mosquitto_passwd binary")
-	flag.StringVar(&p.PerfDir, "perf-dir", "", "record a CPU profile (perf record -g) of each bridge while it takes converges into `DIR`/converge-<fleet|empty>.perf.data")
+	flag.StringVar(&p.PerfDir, "perf-dir", "", "record a CPU profile (perf record -g) of the bridge while it takes the fleet's retained publishes and converges, into `DIR`/publish-ours.perf.data and converge-<fleet|empty>.perf.data")
 	flag.BoolVar(&jsonOut, "json", false, "print results as JSON instead of a table")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the load generator itself to this file")
 	flag.Parse()

@@ -159,7 +159,15 @@ func measureBroker(ctx context.Context, s *server, p params, fix *fixture, tmpl 
 		return res, err
 	}
 	first := tmpl.newPass(p.Nodes, tmpl.runID)
-	if res.Publish, err = publish(ctx, s, first, p.Inflight, publishTimeout(p.Nodes), nil); err != nil {
+	var rec *benchkit.PerfRecorder
+	if out := perfFile(p, "publish-"+s.name); out != "" && s.name == nameOurs {
+		if rec, err = benchkit.StartPerf(s.proc.PID(), out); err != nil {
+			return res, err
+		}
+	}
+	res.Publish, err = publish(ctx, s, first, p.Inflight, publishTimeout(p.Nodes), nil)
+	rec.Stop()
+	if err != nil {
 		return res, err
 	}
 	fmt.Fprintf(progress, "%s: %d retained statuses PUBACKed in %v: %.0f msgs/s\n", s.name, res.Publish.Acked, res.Publish.Elapsed.Round(time.Millisecond), res.Publish.rate())
