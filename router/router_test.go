@@ -23,15 +23,13 @@ import (
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 	natssink "github.com/opsfirehose/firehose/sinks/nats"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
-func sinkConfig(typ, url string) sinkconfig.Config {
-	var c sinkconfig.Config
-	c.SetDefaults()
+func sinkConfig(typ, url string) natssink.Config {
+	c := *natssink.NewConfig(natssink.TypeNATS)
 	c.Type, c.URLs, c.ConfirmTimeout = typ, []string{url}, 2*time.Second
-	if typ == sinkconfig.TypeJetStream {
-		c.Stream = &sinkconfig.StreamConfig{}
+	if typ == natssink.TypeJetStream {
+		c.Stream = &natssink.StreamConfig{}
 		c.Stream.SetDefaults()
 		c.Stream.Name, c.Stream.Create, c.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
 	}
@@ -52,7 +50,7 @@ type fixture struct {
 	logs   *testkit.SyncBuffer // the router's log
 }
 
-func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]sinkconfig.Config) *fixture {
+func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]natssink.Config) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}, logs: &testkit.SyncBuffer{}}
 	for name, c := range sinkCfgs {
@@ -141,7 +139,7 @@ func TestFiltersWhereAndSubjectMapping(t *testing.T) {
 	tasks.SubjectPrefix = "fh.dc1"
 	renamed := route("renamed", "core", "gerrit/#")
 	renamed.Rewrite = &router.Rewrite{From: "gerrit", To: "review/gerrit"}
-	f := newRouter(t, t.TempDir(), []router.Config{failures, tasks, renamed}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{failures, tasks, renamed}, map[string]natssink.Config{"core": sinkConfig(natssink.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	got := subscribe(t, srv.URL(), ">")
 
@@ -195,7 +193,7 @@ func TestFiltersWhereAndSubjectMapping(t *testing.T) {
 func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
 	srv := testnats.Start(t)
 	dir := t.TempDir()
-	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())})
+	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, map[string]natssink.Config{"js": sinkConfig(natssink.TypeJetStream, srv.URL())})
 	waitReady(t, f.sinks["js"])
 	if err := f.router.Route(context.Background(), msg("a/b", "before")); err != nil {
 		t.Fatal(err)
@@ -261,7 +259,7 @@ func TestFullOutboxRefusesWithUnavailable(t *testing.T) {
 	srv := testnats.Start(t)
 	r := route("all", "js", "#")
 	r.OutboxMaxBytes = bytesize.MiB
-	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]natssink.Config{"js": sinkConfig(natssink.TypeJetStream, srv.URL())})
 	waitReady(t, f.sinks["js"])
 	srv.Stop()
 	waitDown(t, f.sinks["js"])
@@ -282,7 +280,7 @@ func TestOptionalRouteDropsAndCounts(t *testing.T) {
 	srv := testnats.Start(t)
 	r := route("best-effort", "core", "#")
 	r.Required = false
-	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]natssink.Config{"core": sinkConfig(natssink.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	srv.Stop()
 	waitDown(t, f.sinks["core"])
@@ -299,7 +297,7 @@ func TestOptionalRouteDropsAndCounts(t *testing.T) {
 func TestOutboxSurvivesARestartOfTheRouter(t *testing.T) {
 	srv := testnats.Start(t)
 	dir := t.TempDir()
-	cfgs := map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())}
+	cfgs := map[string]natssink.Config{"js": sinkConfig(natssink.TypeJetStream, srv.URL())}
 	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs)
 	waitReady(t, f.sinks["js"])
 	srv.Stop()
@@ -369,11 +367,11 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, route, result str
 // no duplicate.
 func TestJetStreamClusterNodeLoss(t *testing.T) {
 	cluster := testnats.StartCluster(t)
-	sc := sinkConfig(sinkconfig.TypeJetStream, cluster.URLs()[0])
+	sc := sinkConfig(natssink.TypeJetStream, cluster.URLs()[0])
 	sc.URLs = cluster.URLs()
 	sc.ConfirmTimeout = 5 * time.Second
 	sc.Stream.Replicas = 3
-	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]sinkconfig.Config{"js": sc})
+	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]natssink.Config{"js": sc})
 	// Ready once the R3 stream exists: another election, which on a busy
 	// machine may take longer than Eventually's bound.
 	testkit.EventuallyWithin(t, 4*testkit.WaitTimeout, f.sinks["js"].Ready, "sink js to be ready (its R3 stream made)")
@@ -465,7 +463,7 @@ func TestFitIsExactAndRefusesBeforeDelivering(t *testing.T) {
 	required := route("required", "core", "big/#")
 	optional := route("optional", "core", "#")
 	optional.Required, optional.SubjectPrefix = false, "opt"
-	f := newRouter(t, t.TempDir(), []router.Config{required, optional}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{required, optional}, map[string]natssink.Config{"core": sinkConfig(natssink.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	got := subscribe(t, srv.URL(), ">")
 	sink := f.sinks["core"]
@@ -507,8 +505,8 @@ func TestFitIsExactAndRefusesBeforeDelivering(t *testing.T) {
 // BenchmarkFit is what the size check costs every routed message: a
 // message far below the smallest limit of the required routes.
 func BenchmarkFit(b *testing.B) {
-	cfg := sinkConfig(sinkconfig.TypeJetStream, "nats://127.0.0.1:1") // never connects: the configured limit
-	f := newRouter(b, b.TempDir(), []router.Config{route("all", "js", "#"), route("chef", "js", "chef/#")}, map[string]sinkconfig.Config{"js": cfg})
+	cfg := sinkConfig(natssink.TypeJetStream, "nats://127.0.0.1:1") // never connects: the configured limit
+	f := newRouter(b, b.TempDir(), []router.Config{route("all", "js", "#"), route("chef", "js", "chef/#")}, map[string]natssink.Config{"js": cfg})
 	m := msg("chef/acme/web1/run/success", strings.Repeat("x", 2000))
 	for b.Loop() {
 		if err := f.router.Fit(&m); err != nil {

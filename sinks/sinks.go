@@ -11,6 +11,10 @@ package sinks
 
 import (
 	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/opsfirehose/firehose/bus"
 )
@@ -96,4 +100,17 @@ func (r *Refusals) Err() error {
 		return nil
 	}
 	return &bus.Rejected{Count: r.count, Err: r.first}
+}
+
+// CheckURL checks a sink's server URL for its config: a URL with a host
+// and one of schemes (the first is the example in the error).
+func CheckURL(raw string, schemes ...string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not a URL like %s://host:port", raw, schemes[0])
+	}
+	if slices.Contains(schemes, u.Scheme) {
+		return nil
+	}
+	return fmt.Errorf("%q: scheme must be one of %s", raw, strings.Join(schemes, ", "))
 }
