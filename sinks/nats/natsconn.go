@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-
 )
 
 // NATSCredentials are the nats.go options that authenticate and secure a
