@@ -23,6 +23,7 @@ import (
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 	natssink "github.com/opsfirehose/firehose/sinks/nats"
+	"github.com/opsfirehose/firehose/topics"
 )
 
 func sinkConfig(typ, url string) natssink.Config {
@@ -523,9 +524,17 @@ type addressingSink struct {
 	got   []string
 	name  string
 	limit int // Limit().Bytes
+	// unchecked are the invalid topics Address was given: none, as the
+	// Sink contract promises.
+	unchecked []string
 }
 
 func (s *addressingSink) Address(prefix, topic string) (string, error) {
+	if err := topics.ValidName(topic); err != nil {
+		s.mu.Lock()
+		s.unchecked = append(s.unchecked, topic)
+		s.mu.Unlock()
+	}
 	if strings.Contains(topic, "nowhere") {
 		return "", fmt.Errorf("%w: %s has no destination here", bus.ErrInvalid, topic)
 	}
@@ -622,4 +631,124 @@ type publisherFunc func(ctx context.Context, msgs ...bus.Message) error
 
 func (f publisherFunc) Publish(ctx context.Context, msgs ...bus.Message) error {
 	return f(ctx, msgs...)
+}
+
+// TestRouteChecksEachTopicOnce: Route is where MQTT publishers' messages
+// enter, and their topics are checked there, before any sink's Address (a
+// NATS subject) sees them: an invalid one is rejected by every route that
+// would take it, and its batch's valid messages are delivered. A rewrite
+// that makes a topic too long is rejected for its route alone.
+func TestRouteChecksEachTopicOnce(t *testing.T) {
+	s := &addressingSink{name: "own"}
+	plain := route("plain", "own", "#")
+	long := route("long", "own", "a/#")
+	long.Rewrite = &router.Rewrite{From: "a", To: strings.Repeat("x", 100)}
+	reg := prometheus.NewRegistry()
+	r, err := router.New([]router.Config{plain, long}, map[string]sinks.Sink{"own": s},
+		router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	hostile := []string{"a/+", "a/#", "a/\x00", "a/\xff", ""}
+	msgs := []bus.Message{{Topic: "a/ok"}}
+	for _, h := range hostile {
+		msgs = append(msgs, bus.Message{Topic: h})
+		if err := r.Fit(&bus.Message{Topic: h}); err != nil {
+			t.Errorf("Fit(%q): %v; an invalid topic fits, and Route drops it", h, err)
+		}
+	}
+	near := "a/" + strings.Repeat("y", topics.MaxTopicBytes-2) // valid; too long once rewritten
+	msgs = append(msgs, bus.Message{Topic: near})
+	if err := r.Route(t.Context(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	got, unchecked := slices.Clone(s.got), slices.Clone(s.unchecked)
+	s.mu.Unlock()
+	if len(unchecked) > 0 {
+		t.Errorf("Address was given invalid topics %q", unchecked)
+	}
+	slices.Sort(got)
+	want := []string{"to firehose " + near, "to firehose a/ok", "to firehose " + strings.Repeat("x", 100) + "/ok"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("the sink got %d messages %.60q, want %.60q", len(got), got, want)
+	}
+	// plain takes every hostile topic; long the four under a/, and the one
+	// its rewrite makes too long.
+	if n := metricValue(t, reg, "firehose_route_messages_total", "plain", "rejected"); n != float64(len(hostile)) {
+		t.Errorf("route plain rejected %v, want %d", n, len(hostile))
+	}
+	if n := metricValue(t, reg, "firehose_route_messages_total", "long", "rejected"); n != 5 {
+		t.Errorf("route long rejected %v, want 5", n)
+	}
+}
+
+// checkedBus is a bus that checks topics itself, as the embedded broker
+// does, and says which way it was called.
+type checkedBus struct {
+	mu             sync.Mutex
+	plain, checked []string
+}
+
+func (b *checkedBus) Publish(_ context.Context, msgs ...bus.Message) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range msgs {
+		b.plain = append(b.plain, m.Topic)
+	}
+	return nil
+}
+
+func (b *checkedBus) PublishChecked(_ context.Context, msgs ...bus.Message) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range msgs {
+		b.checked = append(b.checked, m.Topic)
+	}
+	return nil
+}
+
+// TestPublisherChecksEachTopicOnce: the Publisher checks the adapters'
+// topics, and a bus that could check them again is told they are checked;
+// a bad topic still reaches neither the sink nor the bus.
+func TestPublisherChecksEachTopicOnce(t *testing.T) {
+	s := &addressingSink{name: "own"}
+	r, err := router.New([]router.Config{route("all", "own", "#")}, map[string]sinks.Sink{"own": s},
+		router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	b := &checkedBus{}
+	p := router.NewPublisher(r, b)
+	if err := p.Publish(t.Context(), bus.Message{Topic: "ok/1"}, bus.Message{Topic: "bad/\x00"}); !errors.Is(err, bus.ErrInvalid) {
+		t.Fatalf("a bad topic: %v, want ErrInvalid", err)
+	}
+	if err := p.Publish(t.Context(), bus.Message{Topic: "ok/2"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.got) != 1 || len(s.unchecked) > 0 || len(b.plain) != 0 || !slices.Equal(b.checked, []string{"ok/2"}) {
+		t.Errorf("sink got %q (unchecked %q), bus got %q by Publish and %q by PublishChecked; want ok/2 in the sink and by PublishChecked",
+			s.got, s.unchecked, b.plain, b.checked)
+	}
+}
+
+// TestNewRefusesPrefixesTheSinksCannotTrust: the sinks' Address trusts a
+// route's subject_prefix and rewrite, so New checks them for callers that
+// did not validate the config.
+func TestNewRefusesPrefixesTheSinksCannotTrust(t *testing.T) {
+	badPrefix := route("p", "own", "#")
+	badPrefix.SubjectPrefix = "a.*"
+	badRewrite := route("r", "own", "#")
+	badRewrite.Rewrite = &router.Rewrite{From: "a", To: "b/+"}
+	for _, c := range []router.Config{badPrefix, badRewrite} {
+		r, err := router.New([]router.Config{c}, map[string]sinks.Sink{"own": &addressingSink{name: "own"}},
+			router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
+		if err == nil {
+			_ = r.Close(context.Background())
+			t.Errorf("route %s: New took it", c.Name)
+		}
+	}
 }

@@ -52,8 +52,11 @@ type Sink interface {
 	// topic, after its route's rewrite), in the sink's own namespace: for
 	// NATS the subject under subjectPrefix (the route's subject_prefix), for
 	// MQTT the topic itself. It is pure and cheap: the router asks it of
-	// every message a route takes. An error means the topic has no
-	// destination here; the route drops that message.
+	// every message a route takes. topic has passed topics.ValidName and
+	// subjectPrefix topics.ValidSubjectPrefix: the router checks a topic
+	// once, where it enters (Route, Publisher), and a route's prefix with
+	// the config, so Address need not check them again. An error means the
+	// topic has no destination here; the route drops that message.
 	Address(subjectPrefix, topic string) (string, error)
 	// Limit is the largest message the destination takes now. It may
 	// change: a NATS sink learns it from the server once connected.

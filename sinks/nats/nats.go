@@ -436,9 +436,10 @@ func (s *NATS) Limit() sinks.Limit {
 func (s *NATS) LimitKnown() <-chan struct{} { return s.limitKnown }
 
 // Address is topic's NATS subject under subjectPrefix, mapped as
-// nats-server's MQTT bridge maps topics (topics.ToSubject).
+// nats-server's MQTT bridge maps topics (topics.SubjectOf). As the Sink
+// contract says, both are already checked.
 func (s *NATS) Address(subjectPrefix, topic string) (string, error) {
-	return topics.ToSubject(subjectPrefix, topic)
+	return topics.SubjectOf(subjectPrefix, topic), nil
 }
 
 // MessageSize is the payload and the NATS headers the sink sends, counted
