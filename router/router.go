@@ -185,7 +185,7 @@ func (r *Router) route(ctx context.Context, msgs []bus.Message, bad []error) err
 		if bad != nil && bad[i] != nil {
 			continue
 		}
-		if err := r.fit(&msgs[i]); err != nil {
+		if err := r.fit(&msgs[i], true); err != nil {
 			return err
 		}
 	}
@@ -272,14 +272,13 @@ const fitSlack = 64
 // Most messages are far below every limit, and cost Fit a few additions.
 // A message whose topic is invalid fits: Route drops it.
 func (r *Router) Fit(m *bus.Message) error {
-	if topics.ValidName(m.Topic) != nil {
-		return nil
-	}
-	return r.fit(m)
+	return r.fit(m, false)
 }
 
-// fit is Fit for a message whose topic is valid.
-func (r *Router) fit(m *bus.Message) error {
+// fit is Fit; checked says m's topic has passed topics.ValidName. An
+// unchecked topic is checked only when a sink must address it, which most
+// messages, far below every limit, never need.
+func (r *Router) fit(m *bus.Message, checked bool) error {
 	smallest := 0
 	for _, rt := range r.routes {
 		if rt.outbox != nil {
@@ -299,6 +298,12 @@ func (r *Router) fit(m *bus.Message) error {
 		lim := rt.sink.Limit()
 		if lim.Bytes == 0 {
 			continue
+		}
+		if !checked {
+			if topics.ValidName(m.Topic) != nil {
+				return nil
+			}
+			checked = true
 		}
 		out, err := rt.address(*m)
 		if err != nil {
