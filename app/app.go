@@ -35,7 +35,6 @@ import (
 	"github.com/opsfirehose/firehose/sinks"
 	mqttsink "github.com/opsfirehose/firehose/sinks/mqtt"
 	natssink "github.com/opsfirehose/firehose/sinks/nats"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // Bridge is one running bridge process.
@@ -106,11 +105,11 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 	for _, name := range slices.Sorted(maps.Keys(cfg.Sinks)) {
 		sc := cfg.Sinks[name]
 		var s sinks.Sink
-		switch sc.Type {
-		case sinkconfig.TypeNATS, sinkconfig.TypeJetStream:
-			s, err = natssink.NewNATS(name, sc, log)
-		case sinkconfig.TypeMQTT:
-			s, err = mqttsink.New(name, sc, cfg.DataDir, log)
+		switch {
+		case sc.NATS != nil:
+			s, err = natssink.NewNATS(name, *sc.NATS, log)
+		case sc.MQTT != nil:
+			s, err = mqttsink.New(name, *sc.MQTT, cfg.DataDir, log)
 		default:
 			err = fmt.Errorf("sinks.%s.type: %q is not a sink type", name, sc.Type)
 		}
@@ -181,9 +180,8 @@ func New(ctx context.Context, cfg config.Config, log zerolog.Logger) (_ *Bridge,
 // externalSinkConfig describes the bridge's publishing connection to the
 // external broker, an mqtt sink; the other, the router's subscription, is
 // mqttin's.
-func externalSinkConfig(ext *broker.External) sinkconfig.Config {
-	return sinkconfig.Config{
-		Type:                 sinkconfig.TypeMQTT,
+func externalSinkConfig(ext *broker.External) mqttsink.Config {
+	return mqttsink.Config{
 		URL:                  ext.URL,
 		ClientID:             ext.ClientID + "-pub",
 		Username:             ext.Username,
@@ -193,7 +191,7 @@ func externalSinkConfig(ext *broker.External) sinkconfig.Config {
 		ConfirmTimeout:       ext.ConfirmTimeout,
 		// The external broker is the bus: its limit is its own, as for
 		// any MQTT client, not a route's.
-		MaxPacketSize: sinkconfig.MaxMQTTPacket,
+		MaxPacketSize: mqttsink.MaxPacket,
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 	"github.com/opsfirehose/firehose/subscribe"
 )
@@ -276,13 +277,12 @@ func TestHistoryReplayThenLiveHasNoGapAndNoDuplicate(t *testing.T) {
 func sinkHistoryConfig(t *testing.T, dir, url string) config.Config {
 	t.Helper()
 	cfg := historyConfig(t, dir)
-	var sc sinkconfig.Config
-	sc.SetDefaults()
+	sc := *natssink.NewConfig(natssink.TypeNATS)
 	sc.Type, sc.URLs = sinkconfig.TypeJetStream, []string{url}
-	sc.Stream = &sinkconfig.StreamConfig{}
+	sc.Stream = &natssink.StreamConfig{}
 	sc.Stream.SetDefaults()
 	sc.Stream.Name, sc.Stream.Create, sc.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
-	cfg.Sinks = map[string]sinkconfig.Config{"cluster": sc}
+	cfg.Sinks = map[string]sinkconfig.Config{"cluster": sinkconfig.NATSConfig(&sc)}
 	cfg.History.Sink = "cluster"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
+	mqttsink "github.com/opsfirehose/firehose/sinks/mqtt"
 	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
@@ -76,16 +77,15 @@ func TestASinkWithAWrongPasswordSaysWhy(t *testing.T) {
 	}{
 		{"mosquitto", func(t *testing.T) sinkconfig.Config {
 			mosq := testkit.StartMosquittoWithPassword(t, "bridge", "right")
-			var sc sinkconfig.Config
-			sc.SetDefaults()
-			sc.Type, sc.URL, sc.ClientID = sinkconfig.TypeMQTT, mosq.URL(), "firehose-out"
+			sc := *mqttsink.NewConfig()
+			sc.URL, sc.ClientID = mosq.URL(), "firehose-out"
 			sc.Username, sc.Password = "bridge", "wrong"
-			return sc
+			return sinkconfig.MQTTConfig(&sc)
 		}, "not Authorized"},
 		{"nats-server", func(t *testing.T) sinkconfig.Config {
 			srv := testnats.Start(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
 			sc := coreSink(srv.URL())
-			sc.Username, sc.Password = "bridge", "wrong"
+			sc.NATS.Username, sc.NATS.Password = "bridge", "wrong"
 			return sc
 		}, "Authorization Violation"},
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
@@ -40,13 +41,12 @@ func routedConfig(t *testing.T, natsURL string) config.Config {
 	cfg.DataDir = t.TempDir()
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	cfg.Broker.Users = []credentials.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
-	var sc sinkconfig.Config
-	sc.SetDefaults()
+	sc := *natssink.NewConfig(natssink.TypeNATS)
 	sc.Type, sc.URLs, sc.ConfirmTimeout = sinkconfig.TypeJetStream, []string{natsURL}, 2*time.Second
-	sc.Stream = &sinkconfig.StreamConfig{}
+	sc.Stream = &natssink.StreamConfig{}
 	sc.Stream.SetDefaults()
 	sc.Stream.Name, sc.Stream.Create, sc.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
-	cfg.Sinks = map[string]sinkconfig.Config{"js": sc}
+	cfg.Sinks = map[string]sinkconfig.Config{"js": sinkconfig.NATSConfig(&sc)}
 	var rc router.Config
 	rc.SetDefaults()
 	rc.Name, rc.Sink, rc.Filters = "all", "js", []string{"#"}
@@ -213,10 +213,9 @@ func TestExternalModeRoutesEachMessageOnce(t *testing.T) {
 		cfg.Broker.External.URL = mosq.URL()
 		cfg.Broker.External.ClientID = fmt.Sprintf("bridge-%d", i)
 		cfg.Broker.External.MaxReconnectInterval = 200 * time.Millisecond
-		var sc sinkconfig.Config
-		sc.SetDefaults()
+		sc := *natssink.NewConfig(natssink.TypeNATS)
 		sc.Type, sc.URLs = sinkconfig.TypeNATS, []string{srv.URL()}
-		cfg.Sinks = map[string]sinkconfig.Config{"core": sc}
+		cfg.Sinks = map[string]sinkconfig.Config{"core": sinkconfig.NATSConfig(&sc)}
 		var rc router.Config
 		rc.SetDefaults()
 		rc.Name, rc.Sink, rc.Filters = "events", "core", []string{"gerrit/#", "gerrit/+/x", "events/#"}
@@ -358,10 +357,9 @@ func externalConfig(t *testing.T, url, clientID string, sink sinkconfig.Config, 
 }
 
 func coreSink(url string) sinkconfig.Config {
-	var sc sinkconfig.Config
-	sc.SetDefaults()
+	sc := *natssink.NewConfig(natssink.TypeNATS)
 	sc.Type, sc.URLs = sinkconfig.TypeNATS, []string{url}
-	return sc
+	return sinkconfig.NATSConfig(&sc)
 }
 
 func natsSubscribe(t *testing.T, url, subject string) <-chan *nats.Msg {

@@ -248,6 +248,18 @@ func (b *Broker) AddHook(hook mqtt.Hook) error {
 // means the broker has the messages. Topics are checked here because mochi
 // skips validation for its inline client.
 func (b *Broker) Publish(ctx context.Context, msgs ...bus.Message) error {
+	return b.publish(ctx, true, msgs)
+}
+
+// PublishChecked is Publish for messages whose topics the caller has
+// checked (router.Publisher, once for the router and the broker).
+func (b *Broker) PublishChecked(ctx context.Context, msgs ...bus.Message) error {
+	return b.publish(ctx, false, msgs)
+}
+
+var _ bus.CheckedPublisher = (*Broker)(nil)
+
+func (b *Broker) publish(ctx context.Context, checkTopics bool, msgs []bus.Message) error {
 	retained := false
 	for i := range msgs {
 		m := &msgs[i]
@@ -257,8 +269,10 @@ func (b *Broker) Publish(ctx context.Context, msgs ...bus.Message) error {
 		if !b.Ready() {
 			return fmt.Errorf("publish %s: broker is not running: %w", m.Topic, bus.ErrUnavailable)
 		}
-		if err := topics.ValidName(m.Topic); err != nil {
-			return fmt.Errorf("publish %q: %w: %w", m.Topic, bus.ErrInvalid, err)
+		if checkTopics {
+			if err := topics.ValidName(m.Topic); err != nil {
+				return fmt.Errorf("publish %q: %w: %w", m.Topic, bus.ErrInvalid, err)
+			}
 		}
 		qos := m.QoS
 		if qos > 2 {

@@ -11,14 +11,15 @@ import (
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/credentials"
 	"github.com/opsfirehose/firehose/internal/listenaddr"
+	"github.com/opsfirehose/firehose/internal/mqttlisteners"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/internal/tlsconfig"
 )
 
 // Listener types.
 const (
-	ListenerTCP       = "tcp"
-	ListenerWebSocket = "websocket"
+	ListenerTCP       = mqttlisteners.TCP
+	ListenerWebSocket = mqttlisteners.WebSocket
 )
 
 // Broker modes.
@@ -175,11 +176,12 @@ type Persistence struct {
 
 // DefaultConfig returns the broker's built-in defaults.
 func DefaultConfig() Config {
+	var listeners []ListenerConfig
+	for _, l := range mqttlisteners.Defaults() {
+		listeners = append(listeners, ListenerConfig{Name: l.Name, Type: l.Type, Address: l.Address})
+	}
 	return Config{
-		Listeners: []ListenerConfig{
-			{Name: "mqtt", Type: ListenerTCP, Address: ":1883"},
-			{Name: "ws", Type: ListenerWebSocket, Address: ":8083"},
-		},
+		Listeners:         listeners,
 		Mode:              ModeEmbedded,
 		AllowAnonymous:    true,
 		MaxQueuedMessages: 8192,

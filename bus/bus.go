@@ -79,6 +79,17 @@ type Publisher interface {
 	Publish(ctx context.Context, msgs ...Message) error
 }
 
+// CheckedPublisher is a Publisher that checks each message's topic itself
+// (topics.ValidName: its library does not) and lets a caller that has
+// checked them already skip that: router.Publisher checks the topics of
+// the adapters' messages once, at its entry, for the router and the bus.
+type CheckedPublisher interface {
+	Publisher
+	// PublishChecked is Publish for msgs whose every Topic has passed
+	// topics.ValidName; it does not check them again.
+	PublishChecked(ctx context.Context, msgs ...Message) error
+}
+
 // Sentinel errors for Publisher implementations; wrap them with %w.
 var (
 	// ErrUnavailable means the bus, or a required sink, cannot take messages now.

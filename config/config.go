@@ -158,7 +158,7 @@ func (c *Config) Validate() error {
 	p.Wrap("", router.ValidateAll(c.Routes, names))
 	// A route whose sink could never take its messages (subjects outside
 	// its JetStream stream's) would fill its outbox forever.
-	p.Wrap("", router.ValidateSinks(c.Routes, c.Sinks))
+	p.Wrap("", router.ValidateSinks(c.Routes, sinkconfig.StreamSubjects(c.Sinks)))
 	return p.Err()
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	"github.com/opsfirehose/firehose/router"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
@@ -351,10 +352,9 @@ func TestASnapshotHoldsWhatWasPublishedBeforeIt(t *testing.T) {
 func TestHealthSaysWhyASinkIsDown(t *testing.T) {
 	srv := testnats.Start(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
 	_, base := bridgeWith(t, func(c *config.Config) {
-		var sc sinkconfig.Config
-		sc.SetDefaults()
+		sc := *natssink.NewConfig(natssink.TypeNATS)
 		sc.Type, sc.URLs, sc.Username, sc.Password = sinkconfig.TypeNATS, []string{srv.URL()}, "bridge", "wrong"
-		c.Sinks = map[string]sinkconfig.Config{"target": sc}
+		c.Sinks = map[string]sinkconfig.Config{"target": sinkconfig.NATSConfig(&sc)}
 		var rc router.Config
 		rc.SetDefaults()
 		rc.Name, rc.Sink, rc.Filters = "out", "target", []string{"#"}

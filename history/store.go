@@ -82,7 +82,7 @@ func openEmbedded(ctx context.Context, cfg Config, dir string) (*store, error) {
 // background as the sinks do: the bridge starts when they are down, and the
 // stream is made once they are up (ensure).
 func openSink(cfg Config, sc sinkconfig.Config, log zerolog.Logger) (*store, error) {
-	opts, err := natssink.NATSCredentials(sc)
+	opts, err := natssink.NATSCredentials(*sc.NATS)
 	if err != nil {
 		return nil, fmt.Errorf("history.sink %s: %w", cfg.Sink, err)
 	}
@@ -111,7 +111,7 @@ func openSink(cfg Config, sc sinkconfig.Config, log zerolog.Logger) (*store, err
 		// once and is counted, instead of piling up in memory.
 		nats.ReconnectBufSize(-1),
 	)
-	nc, err := nats.Connect(strings.Join(sc.URLs, ","), opts...)
+	nc, err := nats.Connect(strings.Join(sc.NATS.URLs, ","), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("history.sink %s: %w", cfg.Sink, err)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/opsfirehose/firehose/internal/bytesize"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -139,16 +138,18 @@ func ValidateAll(routes []Config, sinkNames map[string]bool) error {
 // Each filter of such a route is mapped as messages are (rewrite, then
 // subject_prefix and nats-server's MQTT mapping) and checked, with NATS
 // subject matching, against the union of the stream's subjects. Keys in the
-// errors are relative to the config root.
-func ValidateSinks(routes []Config, sinkCfgs map[string]sinkconfig.Config) error {
+// errors are relative to the config root. streamOf tells a sink's stream
+// and the subjects it captures, nil when any subject may be sent (the sink
+// is not a jetstream one, or its stream.subjects are not given).
+func ValidateSinks(routes []Config, streamOf func(sink string) (stream string, subjects []string)) error {
 	var p strictyaml.Problems
 	for i, r := range routes {
-		sc, ok := sinkCfgs[r.Sink]
-		if !ok || sc.Type != sinkconfig.TypeJetStream || sc.Stream == nil || len(sc.Stream.Subjects) == 0 {
+		streamName, subjects := streamOf(r.Sink)
+		if len(subjects) == 0 {
 			continue
 		}
-		stream := make([][]string, len(sc.Stream.Subjects))
-		for k, subj := range sc.Stream.Subjects {
+		stream := make([][]string, len(subjects))
+		for k, subj := range subjects {
 			stream[k] = strings.Split(subj, ".")
 		}
 		for j, f := range r.Filters {
@@ -157,7 +158,7 @@ func ValidateSinks(routes []Config, sinkCfgs map[string]sinkconfig.Config) error
 					p.Add(fmt.Sprintf("routes[%d].filters[%d]", i, j),
 						"route %q sends %q (subject_prefix %q, filter %q) to sink %s, but its stream %s captures only %s: "+
 							"JetStream would refuse those messages and the outbox would keep them for good; change subject_prefix, rewrite or the sink's stream.subjects",
-						r.Name, subj, r.SubjectPrefix, f, r.Sink, sc.Stream.Name, strings.Join(sc.Stream.Subjects, ", "))
+						r.Name, subj, r.SubjectPrefix, f, r.Sink, streamName, strings.Join(subjects, ", "))
 					break
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/opsfirehose/firehose/config"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 	"github.com/opsfirehose/firehose/router"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
+	natssink "github.com/opsfirehose/firehose/sinks/nats"
 )
 
 // keyErrors maps each problem's key to its message.
@@ -70,11 +70,10 @@ routes:
 }
 
 func TestValidateSinksKeepsJetStreamRoutesInsideTheirStream(t *testing.T) {
-	stream := func(subjects ...string) sinkconfig.Config {
-		var c sinkconfig.Config
-		c.SetDefaults()
-		c.Type, c.URLs = sinkconfig.TypeJetStream, []string{"nats://127.0.0.1:4222"}
-		c.Stream = &sinkconfig.StreamConfig{Name: "FIREHOSE", Subjects: subjects}
+	stream := func(subjects ...string) natssink.Config {
+		c := *natssink.NewConfig(natssink.TypeNATS)
+		c.Type, c.URLs = natssink.TypeJetStream, []string{"nats://127.0.0.1:4222"}
+		c.Stream = &natssink.StreamConfig{Name: "FIREHOSE", Subjects: subjects}
 		return c
 	}
 	rt := func(prefix string, rw *router.Rewrite, filters ...string) router.Config {
@@ -85,7 +84,7 @@ func TestValidateSinksKeepsJetStreamRoutesInsideTheirStream(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		route   router.Config
-		sink    sinkconfig.Config
+		sink    natssink.Config
 		outside string // the subject reported, "" when the route fits
 	}{
 		{"everything", rt("firehose", nil, "#"), stream("firehose.>"), ""},
@@ -103,7 +102,7 @@ func TestValidateSinksKeepsJetStreamRoutesInsideTheirStream(t *testing.T) {
 		{"no subjects configured", rt("fh", nil, "#"), stream(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := router.ValidateSinks([]router.Config{tc.route}, map[string]sinkconfig.Config{"js": tc.sink})
+			err := router.ValidateSinks([]router.Config{tc.route}, streamsOf(map[string]natssink.Config{"js": tc.sink}))
 			if tc.outside == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -121,7 +120,19 @@ func TestValidateSinksKeepsJetStreamRoutesInsideTheirStream(t *testing.T) {
 		})
 	}
 	// Other sink types are not checked.
-	if err := router.ValidateSinks([]router.Config{rt("fh", nil, "#")}, map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeNATS, "nats://x:4222")}); err != nil {
+	if err := router.ValidateSinks([]router.Config{rt("fh", nil, "#")}, streamsOf(map[string]natssink.Config{"js": sinkConfig(natssink.TypeNATS, "nats://x:4222")})); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// streamsOf is what the config layer gives router.ValidateSinks: each NATS
+// sink's stream and the subjects it captures, as the sink's config says.
+func streamsOf(cfgs map[string]natssink.Config) func(string) (string, []string) {
+	return func(name string) (string, []string) {
+		c, ok := cfgs[name]
+		if !ok {
+			return "", nil
+		}
+		return c.StreamSubjects()
 	}
 }

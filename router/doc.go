@@ -7,6 +7,11 @@
 // the publish policy of the bridge's own messages: routes first, then the
 // bus it is handed.
 //
+// A message's topic is checked once, where it enters: by Publisher for the
+// adapters' messages (and a bus.CheckedPublisher bus is told so), by Route
+// for MQTT publishers' (the hostile ones: a topic that fails reaches no
+// sink). From there on the router and the sinks' Address trust it.
+//
 // The router must not publish on the MQTT bus itself, and must not know the
 // sources of messages; Publisher hands them to the bus.Publisher it is
 // given. It must not link a NATS client, paho or mochi: the

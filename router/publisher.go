@@ -10,8 +10,11 @@ import (
 
 // Publisher is the publish policy for the messages the bridge accepts
 // itself (its adapters'): required routes first, then the bus. It checks
-// each topic, the one check on the message's way, and refuses a bad one
-// before anything reaches a sink; then it routes (every required sink
+// each topic (topics.ValidName), the one check on the message's way, and
+// refuses a bad one before anything reaches a sink; the router's routes
+// and the sinks' Address trust it, and so does a bus that is a
+// bus.CheckedPublisher (the embedded broker, which checks the topics of its
+// other callers itself). Then it routes (every required sink
 // confirmed, or the outbox written; a message too large for a required
 // route stops the call before anything is delivered); then it publishes on
 // the bus it was given.
@@ -29,11 +32,15 @@ import (
 type Publisher struct {
 	router *Router
 	bus    bus.Publisher
+	// checked is bus when it can skip its own topic check.
+	checked bus.CheckedPublisher
 }
 
 // NewPublisher publishes through r, then onto bus.
 func NewPublisher(r *Router, onto bus.Publisher) *Publisher {
-	return &Publisher{router: r, bus: onto}
+	p := &Publisher{router: r, bus: onto}
+	p.checked, _ = onto.(bus.CheckedPublisher)
+	return p
 }
 
 // Publish routes msgs, then publishes them on the bus.
@@ -43,8 +50,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs ...bus.Message) error {
 			return fmt.Errorf("publish %q: %w: %w", msgs[i].Topic, bus.ErrInvalid, err)
 		}
 	}
-	if err := p.router.Route(ctx, msgs...); err != nil {
+	if err := p.router.route(ctx, msgs, nil); err != nil {
 		return err
+	}
+	if p.checked != nil {
+		return p.checked.PublishChecked(ctx, msgs...)
 	}
 	return p.bus.Publish(ctx, msgs...)
 }

@@ -78,6 +78,16 @@ func New(cfgs []Config, sinkSet map[string]sinks.Sink, opts Options) (_ *Router,
 		if !ok {
 			return nil, fmt.Errorf("route %s: no sink named %q", c.Name, c.Sink)
 		}
+		// The sinks' Address trusts the prefixes (see sinks.Sink); the
+		// config has checked them, and so does New, for other callers.
+		if err := topics.ValidSubjectPrefix(c.SubjectPrefix); err != nil {
+			return nil, fmt.Errorf("route %s: subject_prefix: %w", c.Name, err)
+		}
+		if rw := c.Rewrite; rw != nil {
+			if err := errors.Join(topics.ValidPrefix(rw.From), topics.ValidPrefix(rw.To)); err != nil {
+				return nil, fmt.Errorf("route %s: rewrite: %w", c.Name, err)
+			}
+		}
 		rt := &route{
 			cfg:   c,
 			sink:  s,
@@ -130,7 +140,12 @@ func (r *Router) Start(ctx context.Context) error {
 	return nil
 }
 
-// Route delivers msgs along every matching route. It returns nil once each
+// Route delivers msgs, from MQTT publishers (the embedded broker's hook, the
+// external broker's subscription), along every matching route. Their
+// topics are checked here (topics.ValidName), once, before any sink's
+// Address sees them: a message whose topic fails is dropped, as rejected,
+// by every route it matches, and reaches no sink. (The adapters' messages
+// come through Publisher, which checks them itself.) It returns nil once each
 // message is confirmed by the sink of every matching required route, or
 // stored in that route's outbox; optional routes only queue. An error wraps
 // bus.ErrUnavailable when an outbox is full or cannot be written: the sender
@@ -141,12 +156,40 @@ func (r *Router) Route(ctx context.Context, msgs ...bus.Message) error {
 	if len(r.routes) == 0 {
 		return nil
 	}
+	return r.route(ctx, msgs, invalidTopics(msgs))
+}
+
+// invalidTopics is nil when every topic of msgs is valid, else each
+// message's problem (nil for a valid topic).
+func invalidTopics(msgs []bus.Message) []error {
+	var bad []error
 	for i := range msgs {
-		if err := r.Fit(&msgs[i]); err != nil {
+		if err := topics.ValidName(msgs[i].Topic); err != nil {
+			if bad == nil {
+				bad = make([]error, len(msgs))
+			}
+			bad[i] = fmt.Errorf("%w: %w", bus.ErrInvalid, err)
+		}
+	}
+	return bad
+}
+
+// route is Route for msgs whose topics are checked: bad, when not nil,
+// holds the problem of each message whose topic is invalid, which no route
+// takes.
+func (r *Router) route(ctx context.Context, msgs []bus.Message, bad []error) error {
+	if len(r.routes) == 0 {
+		return nil
+	}
+	for i := range msgs {
+		if bad != nil && bad[i] != nil {
+			continue
+		}
+		if err := r.fit(&msgs[i], true); err != nil {
 			return err
 		}
 	}
-	batches := r.match(msgs)
+	batches := r.match(msgs, bad)
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -227,7 +270,15 @@ const fitSlack = 64
 // too_large on that route. Optional routes are not checked: a message too
 // large for one is dropped there, and counted, as they promise nothing.
 // Most messages are far below every limit, and cost Fit a few additions.
+// A message whose topic is invalid fits: Route drops it.
 func (r *Router) Fit(m *bus.Message) error {
+	return r.fit(m, false)
+}
+
+// fit is Fit; checked says m's topic has passed topics.ValidName. An
+// unchecked topic is checked only when a sink must address it, which most
+// messages, far below every limit, never need.
+func (r *Router) fit(m *bus.Message, checked bool) error {
 	smallest := 0
 	for _, rt := range r.routes {
 		if rt.outbox != nil {
@@ -247,6 +298,12 @@ func (r *Router) Fit(m *bus.Message) error {
 		lim := rt.sink.Limit()
 		if lim.Bytes == 0 {
 			continue
+		}
+		if !checked {
+			if topics.ValidName(m.Topic) != nil {
+				return nil
+			}
+			checked = true
 		}
 		out, err := rt.address(*m)
 		if err != nil {
@@ -270,8 +327,10 @@ func weight(m *bus.Message) int {
 	return n
 }
 
-// match maps msgs onto each route: the messages it takes, addressed for its sink.
-func (r *Router) match(msgs []bus.Message) [][]bus.Message {
+// match maps msgs onto each route: the messages it takes, addressed for its
+// sink. A message with a problem in bad (see route) is rejected by each
+// route that would take it.
+func (r *Router) match(msgs []bus.Message, bad []error) [][]bus.Message {
 	batches := make([][]bus.Message, len(r.routes))
 	var fields []payloadFields
 	if r.where {
@@ -286,7 +345,15 @@ func (r *Router) match(msgs []bus.Message) [][]bus.Message {
 			if len(rt.conds) > 0 && !matches(rt.conds, m.Payload, &fields[j]) {
 				continue
 			}
-			out, err := rt.address(*m)
+			var (
+				out bus.Message
+				err error
+			)
+			if bad != nil && bad[j] != nil {
+				err = bad[j]
+			} else {
+				out, err = rt.address(*m)
+			}
 			if err != nil {
 				rt.metrics.rejected.Inc()
 				rt.log.Error().Err(err).Str("topic", m.Topic).Msg("message cannot be addressed for this sink; dropped for this route")
@@ -341,10 +408,16 @@ func (rt *route) matchesTopic(topic string) bool {
 
 // address applies the route's rewrite, then asks the sink where the
 // message goes (for NATS sinks, the subject under the route's prefix).
+// m's topic is valid (Route and Publisher check it), and so is what the
+// rewrite makes of it (its prefixes are checked with the config), unless
+// it grows past the longest topic.
 func (rt *route) address(m bus.Message) (bus.Message, error) {
 	t := m.Topic
 	if rw := rt.cfg.Rewrite; rw != nil && (t == rw.From || strings.HasPrefix(t, rw.From+"/")) {
 		t = rw.To + t[len(rw.From):]
+		if len(t) > topics.MaxTopicBytes {
+			return m, fmt.Errorf("%w: %s rewritten to %d bytes, over the limit of %d", bus.ErrInvalid, m.Topic, len(t), topics.MaxTopicBytes)
+		}
 	}
 	dest, err := rt.sink.Address(rt.cfg.SubjectPrefix, t)
 	if err != nil {

@@ -23,15 +23,14 @@ import (
 	"github.com/opsfirehose/firehose/router"
 	"github.com/opsfirehose/firehose/sinks"
 	natssink "github.com/opsfirehose/firehose/sinks/nats"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
+	"github.com/opsfirehose/firehose/topics"
 )
 
-func sinkConfig(typ, url string) sinkconfig.Config {
-	var c sinkconfig.Config
-	c.SetDefaults()
+func sinkConfig(typ, url string) natssink.Config {
+	c := *natssink.NewConfig(natssink.TypeNATS)
 	c.Type, c.URLs, c.ConfirmTimeout = typ, []string{url}, 2*time.Second
-	if typ == sinkconfig.TypeJetStream {
-		c.Stream = &sinkconfig.StreamConfig{}
+	if typ == natssink.TypeJetStream {
+		c.Stream = &natssink.StreamConfig{}
 		c.Stream.SetDefaults()
 		c.Stream.Name, c.Stream.Create, c.Stream.Subjects = "FIREHOSE", true, []string{"firehose.>"}
 	}
@@ -52,7 +51,7 @@ type fixture struct {
 	logs   *testkit.SyncBuffer // the router's log
 }
 
-func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]sinkconfig.Config) *fixture {
+func newRouter(t testing.TB, dataDir string, routes []router.Config, sinkCfgs map[string]natssink.Config) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry(), sinks: map[string]sinks.Sink{}, logs: &testkit.SyncBuffer{}}
 	for name, c := range sinkCfgs {
@@ -141,7 +140,7 @@ func TestFiltersWhereAndSubjectMapping(t *testing.T) {
 	tasks.SubjectPrefix = "fh.dc1"
 	renamed := route("renamed", "core", "gerrit/#")
 	renamed.Rewrite = &router.Rewrite{From: "gerrit", To: "review/gerrit"}
-	f := newRouter(t, t.TempDir(), []router.Config{failures, tasks, renamed}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{failures, tasks, renamed}, map[string]natssink.Config{"core": sinkConfig(natssink.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	got := subscribe(t, srv.URL(), ">")
 
@@ -195,7 +194,7 @@ func TestFiltersWhereAndSubjectMapping(t *testing.T) {
 func TestRequiredRouteBuffersThroughAnOutageAndReplaysInOrder(t *testing.T) {
 	srv := testnats.Start(t)
 	dir := t.TempDir()
-	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())})
+	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, map[string]natssink.Config{"js": sinkConfig(natssink.TypeJetStream, srv.URL())})
 	waitReady(t, f.sinks["js"])
 	if err := f.router.Route(context.Background(), msg("a/b", "before")); err != nil {
 		t.Fatal(err)
@@ -261,7 +260,7 @@ func TestFullOutboxRefusesWithUnavailable(t *testing.T) {
 	srv := testnats.Start(t)
 	r := route("all", "js", "#")
 	r.OutboxMaxBytes = bytesize.MiB
-	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]natssink.Config{"js": sinkConfig(natssink.TypeJetStream, srv.URL())})
 	waitReady(t, f.sinks["js"])
 	srv.Stop()
 	waitDown(t, f.sinks["js"])
@@ -282,7 +281,7 @@ func TestOptionalRouteDropsAndCounts(t *testing.T) {
 	srv := testnats.Start(t)
 	r := route("best-effort", "core", "#")
 	r.Required = false
-	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{r}, map[string]natssink.Config{"core": sinkConfig(natssink.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	srv.Stop()
 	waitDown(t, f.sinks["core"])
@@ -299,7 +298,7 @@ func TestOptionalRouteDropsAndCounts(t *testing.T) {
 func TestOutboxSurvivesARestartOfTheRouter(t *testing.T) {
 	srv := testnats.Start(t)
 	dir := t.TempDir()
-	cfgs := map[string]sinkconfig.Config{"js": sinkConfig(sinkconfig.TypeJetStream, srv.URL())}
+	cfgs := map[string]natssink.Config{"js": sinkConfig(natssink.TypeJetStream, srv.URL())}
 	f := newRouter(t, dir, []router.Config{route("all", "js", "#")}, cfgs)
 	waitReady(t, f.sinks["js"])
 	srv.Stop()
@@ -369,11 +368,11 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, route, result str
 // no duplicate.
 func TestJetStreamClusterNodeLoss(t *testing.T) {
 	cluster := testnats.StartCluster(t)
-	sc := sinkConfig(sinkconfig.TypeJetStream, cluster.URLs()[0])
+	sc := sinkConfig(natssink.TypeJetStream, cluster.URLs()[0])
 	sc.URLs = cluster.URLs()
 	sc.ConfirmTimeout = 5 * time.Second
 	sc.Stream.Replicas = 3
-	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]sinkconfig.Config{"js": sc})
+	f := newRouter(t, t.TempDir(), []router.Config{route("all", "js", "#")}, map[string]natssink.Config{"js": sc})
 	// Ready once the R3 stream exists: another election, which on a busy
 	// machine may take longer than Eventually's bound.
 	testkit.EventuallyWithin(t, 4*testkit.WaitTimeout, f.sinks["js"].Ready, "sink js to be ready (its R3 stream made)")
@@ -465,7 +464,7 @@ func TestFitIsExactAndRefusesBeforeDelivering(t *testing.T) {
 	required := route("required", "core", "big/#")
 	optional := route("optional", "core", "#")
 	optional.Required, optional.SubjectPrefix = false, "opt"
-	f := newRouter(t, t.TempDir(), []router.Config{required, optional}, map[string]sinkconfig.Config{"core": sinkConfig(sinkconfig.TypeNATS, srv.URL())})
+	f := newRouter(t, t.TempDir(), []router.Config{required, optional}, map[string]natssink.Config{"core": sinkConfig(natssink.TypeNATS, srv.URL())})
 	waitReady(t, f.sinks["core"])
 	got := subscribe(t, srv.URL(), ">")
 	sink := f.sinks["core"]
@@ -507,8 +506,8 @@ func TestFitIsExactAndRefusesBeforeDelivering(t *testing.T) {
 // BenchmarkFit is what the size check costs every routed message: a
 // message far below the smallest limit of the required routes.
 func BenchmarkFit(b *testing.B) {
-	cfg := sinkConfig(sinkconfig.TypeJetStream, "nats://127.0.0.1:1") // never connects: the configured limit
-	f := newRouter(b, b.TempDir(), []router.Config{route("all", "js", "#"), route("chef", "js", "chef/#")}, map[string]sinkconfig.Config{"js": cfg})
+	cfg := sinkConfig(natssink.TypeJetStream, "nats://127.0.0.1:1") // never connects: the configured limit
+	f := newRouter(b, b.TempDir(), []router.Config{route("all", "js", "#"), route("chef", "js", "chef/#")}, map[string]natssink.Config{"js": cfg})
 	m := msg("chef/acme/web1/run/success", strings.Repeat("x", 2000))
 	for b.Loop() {
 		if err := f.router.Fit(&m); err != nil {
@@ -525,9 +524,17 @@ type addressingSink struct {
 	got   []string
 	name  string
 	limit int // Limit().Bytes
+	// unchecked are the invalid topics Address was given: none, as the
+	// Sink contract promises.
+	unchecked []string
 }
 
 func (s *addressingSink) Address(prefix, topic string) (string, error) {
+	if err := topics.ValidName(topic); err != nil {
+		s.mu.Lock()
+		s.unchecked = append(s.unchecked, topic)
+		s.mu.Unlock()
+	}
 	if strings.Contains(topic, "nowhere") {
 		return "", fmt.Errorf("%w: %s has no destination here", bus.ErrInvalid, topic)
 	}
@@ -624,4 +631,124 @@ type publisherFunc func(ctx context.Context, msgs ...bus.Message) error
 
 func (f publisherFunc) Publish(ctx context.Context, msgs ...bus.Message) error {
 	return f(ctx, msgs...)
+}
+
+// TestRouteChecksEachTopicOnce: Route is where MQTT publishers' messages
+// enter, and their topics are checked there, before any sink's Address (a
+// NATS subject) sees them: an invalid one is rejected by every route that
+// would take it, and its batch's valid messages are delivered. A rewrite
+// that makes a topic too long is rejected for its route alone.
+func TestRouteChecksEachTopicOnce(t *testing.T) {
+	s := &addressingSink{name: "own"}
+	plain := route("plain", "own", "#")
+	long := route("long", "own", "a/#")
+	long.Rewrite = &router.Rewrite{From: "a", To: strings.Repeat("x", 100)}
+	reg := prometheus.NewRegistry()
+	r, err := router.New([]router.Config{plain, long}, map[string]sinks.Sink{"own": s},
+		router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	hostile := []string{"a/+", "a/#", "a/\x00", "a/\xff", ""}
+	msgs := []bus.Message{{Topic: "a/ok"}}
+	for _, h := range hostile {
+		msgs = append(msgs, bus.Message{Topic: h})
+		if err := r.Fit(&bus.Message{Topic: h}); err != nil {
+			t.Errorf("Fit(%q): %v; an invalid topic fits, and Route drops it", h, err)
+		}
+	}
+	near := "a/" + strings.Repeat("y", topics.MaxTopicBytes-2) // valid; too long once rewritten
+	msgs = append(msgs, bus.Message{Topic: near})
+	if err := r.Route(t.Context(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	got, unchecked := slices.Clone(s.got), slices.Clone(s.unchecked)
+	s.mu.Unlock()
+	if len(unchecked) > 0 {
+		t.Errorf("Address was given invalid topics %q", unchecked)
+	}
+	slices.Sort(got)
+	want := []string{"to firehose " + near, "to firehose a/ok", "to firehose " + strings.Repeat("x", 100) + "/ok"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("the sink got %d messages %.60q, want %.60q", len(got), got, want)
+	}
+	// plain takes every hostile topic; long the four under a/, and the one
+	// its rewrite makes too long.
+	if n := metricValue(t, reg, "firehose_route_messages_total", "plain", "rejected"); n != float64(len(hostile)) {
+		t.Errorf("route plain rejected %v, want %d", n, len(hostile))
+	}
+	if n := metricValue(t, reg, "firehose_route_messages_total", "long", "rejected"); n != 5 {
+		t.Errorf("route long rejected %v, want 5", n)
+	}
+}
+
+// checkedBus is a bus that checks topics itself, as the embedded broker
+// does, and says which way it was called.
+type checkedBus struct {
+	mu             sync.Mutex
+	plain, checked []string
+}
+
+func (b *checkedBus) Publish(_ context.Context, msgs ...bus.Message) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range msgs {
+		b.plain = append(b.plain, m.Topic)
+	}
+	return nil
+}
+
+func (b *checkedBus) PublishChecked(_ context.Context, msgs ...bus.Message) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range msgs {
+		b.checked = append(b.checked, m.Topic)
+	}
+	return nil
+}
+
+// TestPublisherChecksEachTopicOnce: the Publisher checks the adapters'
+// topics, and a bus that could check them again is told they are checked;
+// a bad topic still reaches neither the sink nor the bus.
+func TestPublisherChecksEachTopicOnce(t *testing.T) {
+	s := &addressingSink{name: "own"}
+	r, err := router.New([]router.Config{route("all", "own", "#")}, map[string]sinks.Sink{"own": s},
+		router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	b := &checkedBus{}
+	p := router.NewPublisher(r, b)
+	if err := p.Publish(t.Context(), bus.Message{Topic: "ok/1"}, bus.Message{Topic: "bad/\x00"}); !errors.Is(err, bus.ErrInvalid) {
+		t.Fatalf("a bad topic: %v, want ErrInvalid", err)
+	}
+	if err := p.Publish(t.Context(), bus.Message{Topic: "ok/2"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.got) != 1 || len(s.unchecked) > 0 || len(b.plain) != 0 || !slices.Equal(b.checked, []string{"ok/2"}) {
+		t.Errorf("sink got %q (unchecked %q), bus got %q by Publish and %q by PublishChecked; want ok/2 in the sink and by PublishChecked",
+			s.got, s.unchecked, b.plain, b.checked)
+	}
+}
+
+// TestNewRefusesPrefixesTheSinksCannotTrust: the sinks' Address trusts a
+// route's subject_prefix and rewrite, so New checks them for callers that
+// did not validate the config.
+func TestNewRefusesPrefixesTheSinksCannotTrust(t *testing.T) {
+	badPrefix := route("p", "own", "#")
+	badPrefix.SubjectPrefix = "a.*"
+	badRewrite := route("r", "own", "#")
+	badRewrite.Rewrite = &router.Rewrite{From: "a", To: "b/+"}
+	for _, c := range []router.Config{badPrefix, badRewrite} {
+		r, err := router.New([]router.Config{c}, map[string]sinks.Sink{"own": &addressingSink{name: "own"}},
+			router.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
+		if err == nil {
+			_ = r.Close(context.Background())
+			t.Errorf("route %s: New took it", c.Name)
+		}
+	}
 }

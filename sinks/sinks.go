@@ -11,6 +11,10 @@ package sinks
 
 import (
 	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/opsfirehose/firehose/bus"
 )
@@ -48,8 +52,11 @@ type Sink interface {
 	// topic, after its route's rewrite), in the sink's own namespace: for
 	// NATS the subject under subjectPrefix (the route's subject_prefix), for
 	// MQTT the topic itself. It is pure and cheap: the router asks it of
-	// every message a route takes. An error means the topic has no
-	// destination here; the route drops that message.
+	// every message a route takes. topic has passed topics.ValidName and
+	// subjectPrefix topics.ValidSubjectPrefix: the router checks a topic
+	// once, where it enters (Route, Publisher), and a route's prefix with
+	// the config, so Address need not check them again. An error means the
+	// topic has no destination here; the route drops that message.
 	Address(subjectPrefix, topic string) (string, error)
 	// Limit is the largest message the destination takes now. It may
 	// change: a NATS sink learns it from the server once connected.
@@ -96,4 +103,17 @@ func (r *Refusals) Err() error {
 		return nil
 	}
 	return &bus.Rejected{Count: r.count, Err: r.first}
+}
+
+// CheckURL checks a sink's server URL for its config: a URL with a host
+// and one of schemes (the first is the example in the error).
+func CheckURL(raw string, schemes ...string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not a URL like %s://host:port", raw, schemes[0])
+	}
+	if slices.Contains(schemes, u.Scheme) {
+		return nil
+	}
+	return fmt.Errorf("%q: scheme must be one of %s", raw, strings.Join(schemes, ", "))
 }

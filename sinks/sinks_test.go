@@ -22,22 +22,20 @@ import (
 	"github.com/opsfirehose/firehose/sinks"
 	mqttsink "github.com/opsfirehose/firehose/sinks/mqtt"
 	natssink "github.com/opsfirehose/firehose/sinks/nats"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 	"github.com/opsfirehose/firehose/sinks/sinktest"
 )
 
 func natsDest(levels ...string) string { return strings.Join(levels, ".") }
 func mqttDest(levels ...string) string { return strings.Join(levels, "/") }
 
-func natsConfig(typ string, urls ...string) sinkconfig.Config {
-	var cfg sinkconfig.Config
-	cfg.SetDefaults()
+func natsConfig(typ string, urls ...string) natssink.Config {
+	cfg := *natssink.NewConfig(natssink.TypeNATS)
 	cfg.Type, cfg.URLs = typ, urls
 	// A confirmation that is slow on a busy machine must not fail a test;
 	// the tests of a confirmation that never comes set their own.
 	cfg.ConfirmTimeout = testkit.WaitTimeout
-	if typ == sinkconfig.TypeJetStream {
-		cfg.Stream = &sinkconfig.StreamConfig{}
+	if typ == natssink.TypeJetStream {
+		cfg.Stream = &natssink.StreamConfig{}
 		cfg.Stream.SetDefaults()
 		cfg.Stream.Name, cfg.Stream.Create, cfg.Stream.Subjects = "SINKTEST", true, []string{"sinktest.>"}
 	}
@@ -72,7 +70,7 @@ func TestNATSCoreConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
 			srv = testnats.Start(t, smallPayload)
-			s, err := natssink.NewNATS("core", natsConfig(sinkconfig.TypeNATS, srv.URL()), zerolog.Nop())
+			s, err := natssink.NewNATS("core", natsConfig(natssink.TypeNATS, srv.URL()), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +106,7 @@ func TestJetStreamConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
 			srv = testnats.Start(t)
-			s, err := natssink.NewNATS("js", natsConfig(sinkconfig.TypeJetStream, srv.URL()), zerolog.Nop())
+			s, err := natssink.NewNATS("js", natsConfig(natssink.TypeJetStream, srv.URL()), zerolog.Nop())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +153,7 @@ func consumeStream(t *testing.T, url, stream string) <-chan sinktest.Delivery {
 
 func TestJetStreamStoresARetriedMessageOnce(t *testing.T) {
 	srv := testnats.Start(t)
-	s, err := natssink.NewNATS("js", natsConfig(sinkconfig.TypeJetStream, srv.URL()), zerolog.Nop())
+	s, err := natssink.NewNATS("js", natsConfig(natssink.TypeJetStream, srv.URL()), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +178,8 @@ func TestMQTTConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) (sinks.Sink, <-chan sinktest.Delivery) {
 			broker = testkit.StartMosquitto(t, "max_packet_size 262144")
-			var cfg sinkconfig.Config
-			cfg.SetDefaults()
-			cfg.Type, cfg.URL, cfg.ClientID = sinkconfig.TypeMQTT, broker.URL(), "sinktest-publisher"
+			cfg := *mqttsink.NewConfig()
+			cfg.URL, cfg.ClientID = broker.URL(), "sinktest-publisher"
 			cfg.MaxPacketSize = 256 * bytesize.KiB
 			cfg.MaxReconnectInterval = 200 * time.Millisecond
 			cfg.ConfirmTimeout = testkit.WaitTimeout
@@ -270,7 +267,7 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SINKTEST", Subjects: []string{"sinktest.>"}, MaxMsgSize: 64}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := natsConfig(sinkconfig.TypeJetStream, srv.URL())
+	cfg := natsConfig(natssink.TypeJetStream, srv.URL())
 	cfg.Stream.Create = false // the stream above, with its limit
 	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
@@ -317,7 +314,7 @@ func TestJetStreamTellsAMessageTooLargeForTheStream(t *testing.T) {
 // then, instead of failing every publish while it says it is ready.
 func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 	srv := testnats.Start(t)
-	cfg := natsConfig(sinkconfig.TypeJetStream, srv.URL())
+	cfg := natsConfig(natssink.TypeJetStream, srv.URL())
 	cfg.Stream.Storage = "memory"
 	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
@@ -355,7 +352,7 @@ func TestJetStreamRecreatesAStreamLostInARestart(t *testing.T) {
 // while the stream's leader is elected after a node was lost).
 func TestJetStreamMakesALostStreamWithoutAPublish(t *testing.T) {
 	srv := testnats.Start(t)
-	cfg := natsConfig(sinkconfig.TypeJetStream, srv.URL())
+	cfg := natsConfig(natssink.TypeJetStream, srv.URL())
 	cfg.ConfirmTimeout = time.Second // how long the publish below waits for no stream
 	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {
@@ -426,7 +423,7 @@ func TestMQTTPacketSizeAgainstMosquitto(t *testing.T) {
 // max_msg_size when smaller.
 func TestNATSLimits(t *testing.T) {
 	srv := testnats.Start(t, smallPayload)
-	cfg := natsConfig(sinkconfig.TypeNATS, "nats://127.0.0.1:1") // nothing listens there
+	cfg := natsConfig(natssink.TypeNATS, "nats://127.0.0.1:1") // nothing listens there
 	cfg.MaxPayload = 3 * bytesize.MiB
 	s, err := natssink.NewNATS("core", cfg, zerolog.Nop())
 	if err != nil {
@@ -444,8 +441,8 @@ func TestNATSLimits(t *testing.T) {
 		t.Errorf("MessageSize %d, want %d", got, want)
 	}
 
-	js, err := natssink.NewNATS("js", func() sinkconfig.Config {
-		c := natsConfig(sinkconfig.TypeJetStream, srv.URL())
+	js, err := natssink.NewNATS("js", func() natssink.Config {
+		c := natsConfig(natssink.TypeJetStream, srv.URL())
 		c.Stream.Create = false
 		return c
 	}(), zerolog.Nop())
@@ -474,9 +471,8 @@ func TestNATSLimits(t *testing.T) {
 func TestSinksSayWhyTheyCannotConnect(t *testing.T) {
 	t.Run("mqtt", func(t *testing.T) {
 		mosq := testkit.StartMosquittoWithPassword(t, "bridge", "right")
-		var cfg sinkconfig.Config
-		cfg.SetDefaults()
-		cfg.Type, cfg.URL, cfg.ClientID = sinkconfig.TypeMQTT, mosq.URL(), "wrong-password"
+		cfg := *mqttsink.NewConfig()
+		cfg.URL, cfg.ClientID = mosq.URL(), "wrong-password"
 		cfg.Username, cfg.Password = "bridge", "wrong"
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
@@ -489,7 +485,7 @@ func TestSinksSayWhyTheyCannotConnect(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close(context.Background()) })
 		wantRefused(t, s, &logs, "not Authorized")
 	})
-	for _, typ := range []string{sinkconfig.TypeNATS, sinkconfig.TypeJetStream} {
+	for _, typ := range []string{natssink.TypeNATS, natssink.TypeJetStream} {
 		t.Run(typ, func(t *testing.T) {
 			srv := testnats.Start(t, func(o *server.Options) { o.Username, o.Password = "bridge", "right" })
 			cfg := natsConfig(typ, srv.URL())
@@ -530,7 +526,7 @@ func wantRefused(t *testing.T, s sinks.Sink, logs *testkit.SyncBuffer, reason st
 // every message they were told is stored is in the stream, once.
 func TestJetStreamConcurrentPublishers(t *testing.T) {
 	srv := testnats.Start(t)
-	cfg := natsConfig(sinkconfig.TypeJetStream, srv.URL())
+	cfg := natsConfig(natssink.TypeJetStream, srv.URL())
 	cfg.MaxPending = 16
 	s, err := natssink.NewNATS("js", cfg, zerolog.Nop())
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/opsfirehose/firehose/internal/testkit"
 	"github.com/opsfirehose/firehose/internal/testnats"
 	natssink "github.com/opsfirehose/firehose/sinks/nats"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // TestJetStreamSinksStartingTogetherMakeTheStreamOnce starts several
@@ -26,17 +25,17 @@ func TestJetStreamSinksStartingTogetherMakeTheStreamOnce(t *testing.T) {
 	const bridges = 4
 	t.Run("server", func(t *testing.T) {
 		srv := testnats.Start(t)
-		startTogether(t, bridges, natsConfig(sinkconfig.TypeJetStream, srv.URL()))
+		startTogether(t, bridges, natsConfig(natssink.TypeJetStream, srv.URL()))
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := testnats.StartCluster(t)
-		cfg := natsConfig(sinkconfig.TypeJetStream, c.URLs()...)
+		cfg := natsConfig(natssink.TypeJetStream, c.URLs()...)
 		cfg.Stream.Replicas = 3
 		startTogether(t, bridges, cfg)
 	})
 }
 
-func startTogether(t *testing.T, n int, cfg sinkconfig.Config) {
+func startTogether(t *testing.T, n int, cfg natssink.Config) {
 	t.Helper()
 	logs := make([]testkit.SyncBuffer, n)
 	made := make([]*natssink.NATS, n)

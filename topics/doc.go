@@ -14,7 +14,8 @@
 //     [Overlap]), for ACLs and routes;
 //   - mapping topics to NATS subjects and back, the way nats-server's own
 //     MQTT support does, plus a percent layer for what nats-server rejects
-//     ([ToSubject], [FromSubject], [FilterToSubject]);
+//     ([ToSubject], [FromSubject], [FilterToSubject]; [SubjectOf] for a topic
+//     checked already);
 //   - reading a topic back into its levels, for consumers ([Parse]).
 //
 // It must not:

@@ -62,6 +62,14 @@ func ToSubject(prefix, topic string) (string, error) {
 	return mapTopic(prefix, topic, false), nil
 }
 
+// SubjectOf is [ToSubject] for a topic that has passed [ValidName] and a
+// prefix that has passed [ValidSubjectPrefix], which it does not check
+// again: the router checks a message's topic once, where it enters, and a
+// route's subject_prefix with the config.
+func SubjectOf(prefix, topic string) string {
+	return mapTopic(prefix, topic, false)
+}
+
 // FilterToSubject maps an MQTT topic filter to a NATS subject filter for a
 // route: a whole '+' level becomes '*', a whole '#' level becomes '>', and
 // every other level is mapped as [ToSubject] maps it, so the subject filter

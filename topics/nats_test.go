@@ -67,6 +67,7 @@ func TestToSubject(t *testing.T) {
 		got, err := ToSubject(DefaultSubjectPrefix, tt.topic)
 		require.NoError(t, err, "%q", tt.topic)
 		assert.Equal(t, tt.subject, got, "ToSubject(%q)", tt.topic)
+		assert.Equal(t, tt.subject, SubjectOf(DefaultSubjectPrefix, tt.topic), "SubjectOf(%q)", tt.topic)
 
 		back, err := FromSubject(DefaultSubjectPrefix, tt.subject)
 		require.NoError(t, err, "%q", tt.subject)

@@ -11,7 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/opsfirehose/firehose/broker"
+	"github.com/opsfirehose/firehose/internal/mqttlisteners"
 	"github.com/opsfirehose/firehose/internal/strictyaml"
 )
 
@@ -166,9 +166,9 @@ func applyOverrides(data []byte, ovs []Override) ([]byte, Sources, error) {
 		var err error
 		switch o.Key {
 		case MQTTAddress:
-			path, err = setListenerAddress(root, broker.ListenerTCP, "mqtt", o.Value)
+			path, err = setListenerAddress(root, mqttlisteners.TCP, "mqtt", o.Value)
 		case WSAddress:
-			path, err = setListenerAddress(root, broker.ListenerWebSocket, "ws", o.Value)
+			path, err = setListenerAddress(root, mqttlisteners.WebSocket, "ws", o.Value)
 		default:
 			path, err = o.Key, setKey(root, strings.Split(o.Key, "."), valueNode(o.Value))
 		}
@@ -308,7 +308,7 @@ func setListenerAddress(root *yaml.Node, typ, name, address string) (string, err
 		if !ok {
 			continue
 		}
-		lt, hasTLS := broker.ListenerTCP, false
+		lt, hasTLS := mqttlisteners.TCP, false
 		for j := 0; j+1 < len(l.Content); j += 2 {
 			switch l.Content[j].Value {
 			case "type":
@@ -345,7 +345,7 @@ func findOrAdd(m *yaml.Node, key string, def *yaml.Node) *yaml.Node {
 
 func defaultListeners() *yaml.Node {
 	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-	for _, l := range broker.DefaultConfig().Listeners {
+	for _, l := range mqttlisteners.Defaults() {
 		seq.Content = append(seq.Content, listenerNode(l.Name, l.Type, l.Address))
 	}
 	return seq

@@ -609,6 +609,16 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.failf(path, n, "expected a mapping, got %s", describe(n, modeExpand))
 		return
 	}
+	if u := unionOf(v); u != nil {
+		d.decodeUnion(n, u, path)
+		return
+	}
+	d.decodeFields(n, v, path, "")
+}
+
+// decodeFields decodes mapping n into the fields of struct v, leaving out
+// the key skip (a union's, which its union has read).
+func (d *decoder) decodeFields(n *yaml.Node, v reflect.Value, path, skip string) {
 	info := d.structInfo(v.Type(), path, n.Line)
 	set := make(map[*field]string) // field -> the key that set it
 	for e := range d.scalarKeyed(n, path) {
@@ -617,6 +627,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		kp := keyPath(path, name)
 		if k.ShortTag() != strTag {
 			d.failf(kp, k, "key must be a string, not %s", keyKind(k))
+			continue
+		}
+		if skip != "" && name == skip {
 			continue
 		}
 		f, isFile := info.byName[name], false

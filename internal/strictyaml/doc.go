@@ -27,6 +27,8 @@
 //     map value and pointer that Decode allocates, before it is decoded.
 //   - Validate() error, called after decoding on every value in the tree,
 //     children before parents; Problems helps to write it.
+//   - Union, for a mapping whose keys are one of several types, chosen by
+//     the value of one key.
 //
 // The package must not know about any particular configuration, keep global
 // state, log, or silently skip anything it does not understand. Decode is

@@ -24,6 +24,11 @@ func (d *decoder) validate(v reflect.Value, path string, skipSelf bool) {
 		d.validate(v.Elem(), path, false)
 		return
 	case reflect.Struct:
+		if u := unionOf(v); u != nil {
+			if c := u.Chosen(); c != nil {
+				d.validate(reflect.ValueOf(c), path, false)
+			}
+		}
 		info := d.structInfo(v.Type(), path, d.lines[path])
 		self := validator(v) != nil
 		for _, mem := range info.members {

@@ -1,6 +1,3 @@
-// Package mqtt is the sink on an external MQTT broker, through paho. It
-// lives apart from sinks so that the router, which imports sinks for the
-// Sink contract, links no MQTT library.
 package mqtt
 
 import (
@@ -17,7 +14,6 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/connstate"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // Sink is a sink on an external MQTT broker (mosquitto, EMQX) through paho:
@@ -52,7 +48,7 @@ func WhenLost(what string) Option { return func(s *Sink) { s.whenLost = what } }
 // New starts connecting in the background and keeps reconnecting, with the
 // back-off bounded by max_reconnect_interval. dataDir holds the file store
 // unless store_dir is set.
-func New(name string, cfg sinkconfig.Config, dataDir string, log zerolog.Logger, opts ...Option) (*Sink, error) {
+func New(name string, cfg Config, dataDir string, log zerolog.Logger, opts ...Option) (*Sink, error) {
 	s := &Sink{name: name, log: log.With().Str("sink", name).Logger(), timeout: cfg.ConfirmTimeout,
 		maxPacket: int(cfg.EffectiveMaxPacketSize()),
 		whenLost:  "messages for required routes wait in their outbox (senders get 503 once it is full)"}

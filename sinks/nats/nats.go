@@ -19,7 +19,6 @@ import (
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/connstate"
 	"github.com/opsfirehose/firehose/sinks"
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -29,7 +28,7 @@ import (
 // messages are in flight at once, and de-duplicated by Nats-Msg-Id.
 type NATS struct {
 	name    string
-	cfg     sinkconfig.Config
+	cfg     Config
 	log     zerolog.Logger
 	nc      *nats.Conn
 	js      jetstream.JetStream // nil for core
@@ -70,7 +69,7 @@ var _ sinks.Sink = (*NATS)(nil)
 
 // NewNATS connects to NATS in the background: the bridge starts even when
 // NATS is down, and the sink reconnects forever.
-func NewNATS(name string, cfg sinkconfig.Config, log zerolog.Logger) (*NATS, error) {
+func NewNATS(name string, cfg Config, log zerolog.Logger) (*NATS, error) {
 	s := &NATS{
 		name:        name,
 		cfg:         cfg,
@@ -151,7 +150,7 @@ func NewNATS(name string, cfg sinkconfig.Config, log zerolog.Logger) (*NATS, err
 		return nil, fmt.Errorf("sink %s: %w", name, err)
 	}
 	s.nc = nc
-	if cfg.Type == sinkconfig.TypeJetStream {
+	if cfg.Type == TypeJetStream {
 		s.js, err = jetstream.New(nc)
 		if err == nil {
 			s.pub, err = newJSPublisher(nc, cfg.MaxPending)
@@ -223,7 +222,7 @@ func (s *NATS) NotReadyReason() string {
 // there again. Otherwise it reads the stream's max_msg_size, for Limit.
 // It runs on nats.go's callback goroutine, so it must not take long.
 func (s *NATS) onConnect() {
-	if s.cfg.Type != sinkconfig.TypeJetStream || s.cfg.Stream == nil {
+	if s.cfg.Type != TypeJetStream || s.cfg.Stream == nil {
 		s.limitOnce.Do(func() { close(s.limitKnown) })
 		return
 	}
@@ -437,9 +436,10 @@ func (s *NATS) Limit() sinks.Limit {
 func (s *NATS) LimitKnown() <-chan struct{} { return s.limitKnown }
 
 // Address is topic's NATS subject under subjectPrefix, mapped as
-// nats-server's MQTT bridge maps topics (topics.ToSubject).
+// nats-server's MQTT bridge maps topics (topics.SubjectOf). As the Sink
+// contract says, both are already checked.
 func (s *NATS) Address(subjectPrefix, topic string) (string, error) {
-	return topics.ToSubject(subjectPrefix, topic)
+	return topics.SubjectOf(subjectPrefix, topic), nil
 }
 
 // MessageSize is the payload and the NATS headers the sink sends, counted

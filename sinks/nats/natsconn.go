@@ -4,15 +4,13 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/opsfirehose/firehose/sinks/sinkconfig"
 )
 
 // NATSCredentials are the nats.go options that authenticate and secure a
 // connection as the NATS sink cfg describes it: token, user and password,
 // or a creds file, and TLS. Whoever else connects to a sink's servers (the
 // history) uses them, so that a sink's credentials are read in one place.
-func NATSCredentials(cfg sinkconfig.Config) ([]nats.Option, error) {
+func NATSCredentials(cfg Config) ([]nats.Option, error) {
 	var opts []nats.Option
 	switch {
 	case cfg.Token != "":

@@ -1,10 +1,9 @@
-// Package sinkconfig is the `sinks:` entry of the config file: one struct
-// for every sink type, told apart by `type`, with its defaults, its checks
-// (settings that do not apply to the type are refused by key) and the size
-// limit it gives. It lives apart from sinks, which is the Sink contract
-// alone, and from the sinks themselves, so that the config file, the
-// router's checks of routes against sinks and `bridge check` read it without
-// linking a client library.
+// Package sinkconfig is the `sinks:` entry of the config file: its `type`
+// chooses the sink package whose Config the rest of the entry is (nats and
+// jetstream: sinks/nats; mqtt: sinks/mqtt), which owns its keys, defaults
+// and checks. It is the one place that knows every sink type; the router
+// does not import it.
 //
-// It must not import a NATS client, paho or mochi.
+// It must not import the router or the adapters: the router reads a
+// stream's subjects through ValidateSinks' function, not this package.
 package sinkconfig
