@@ -161,27 +161,6 @@ func TestRecordNeverWaits(t *testing.T) {
 	testkit.Eventually(t, func() bool { return strings.HasPrefix(h.Status(), "degraded: ") }, "status degraded")
 }
 
-func TestSubjectsOverlap(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want bool
-	}{
-		{"p.a.>", "p.a", false},
-		{"p.a.>", "p.a.b", true},
-		{"p.*.b", "p.a.*", true},
-		{"p.a", "p.b", false},
-		{"p.>", "p.a.b.c", true},
-		{"p.a.b", "p.a", false},
-	} {
-		if got := subjectsOverlap(c.a, c.b); got != c.want {
-			t.Errorf("%s %s: %v", c.a, c.b, got)
-		}
-		if got := subjectsOverlap(c.b, c.a); got != c.want {
-			t.Errorf("%s %s: %v", c.b, c.a, got)
-		}
-	}
-}
-
 func TestParseTime(t *testing.T) {
 	now := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Time{

@@ -182,6 +182,48 @@ func (s *store) state(ctx context.Context) (jetstream.StreamState, error) {
 	return st.CachedInfo().State, nil
 }
 
+// bounds reads the stream's state and the numbers of its messages (pack.go):
+// first, the number of the oldest message kept, and end, the number after
+// the newest. numbered is false for an empty stream (first and end are
+// then 0), and for one whose packs carry no numbers.
+func (s *store) bounds(ctx context.Context) (st jetstream.StreamState, first, end uint64, numbered bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	stream, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return st, 0, 0, false, err
+	}
+	st = stream.CachedInfo().State
+	if st.Msgs == 0 {
+		return st, 0, 0, false, nil
+	}
+	oldest, err := stream.GetMsg(ctx, st.FirstSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		// Dropped since the state was read: the next one is the oldest.
+		oldest, err = stream.GetMsg(ctx, st.FirstSeq, jetstream.WithGetMsgSubject(packSubject(s.cfg.SubjectPrefix)))
+	}
+	if err != nil {
+		return st, 0, 0, false, err
+	}
+	newest, err := stream.GetMsg(ctx, st.LastSeq)
+	if err != nil {
+		return st, 0, 0, false, err
+	}
+	first, _, ok1 := packBounds(oldest.Header.Get)
+	lastFirst, lastCount, ok2 := packBounds(newest.Header.Get)
+	if !ok1 || !ok2 || lastFirst+lastCount < first {
+		return st, 0, 0, false, nil
+	}
+	return st, first, lastFirst + lastCount, true, nil
+}
+
+// storedEnd is the number after the stream's newest message: where the
+// writer numbers on from.
+func (s *store) storedEnd(ctx context.Context) (uint64, error) {
+	_, _, end, _, err := s.bounds(ctx)
+	return max(end, 1), err // numbers start at 1: 0 is "not read yet" to the metrics
+}
+
 // up reports whether the connection to the store is up.
 func (s *store) up() bool { return s.nc.IsConnected() }
 
