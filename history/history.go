@@ -49,11 +49,11 @@ type History struct {
 	metrics *metrics
 	bootID  string // makes ids of messages that came without one unique across restarts
 
-	mu        sync.Mutex // orders the queue and the followers' buffers alike
-	queue     chan entry
-	accepted  uint64 // entries put in queue
-	nextID    uint64
-	batches   uint64 // batches sent, the writer's: each has its reply subject
+	mu       sync.Mutex // orders the queue and the followers' buffers alike
+	queue    chan entry
+	accepted uint64 // entries put in queue
+	nextID   uint64
+	batches  uint64 // batches sent, the writer's: each has its reply subject
 	// The writer's: the number of the next message stored (counted over the
 	// stream, so that its state counts messages: pack.go), whether it was
 	// read from the store yet, and the pack it builds.
@@ -61,7 +61,7 @@ type History struct {
 	numbered   bool
 	pack       []byte
 	packMsg    *nats.Msg
-	followers map[*follower]struct{}
+	followers  map[*follower]struct{}
 	// nFollowers is len(followers), read without the lock.
 	nFollowers atomic.Int32
 

@@ -24,11 +24,11 @@ type metrics struct {
 	bytes    *prometheus.Desc
 	oldest   *prometheus.Desc
 
-	mu       sync.Mutex
+	mu        sync.Mutex
 	firstSeq  uint64    // the number of the stream's oldest message at the last scrape (pack.go)
 	firstTime time.Time // when it was stored; zero for none
-	bySize   float64
-	byAge    float64
+	bySize    float64
+	byAge     float64
 }
 
 func newMetrics(h *History) *metrics {
