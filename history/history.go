@@ -30,8 +30,12 @@ var (
 )
 
 // maxBatch is how many messages the writer packs before it waits for the
-// packs' acks.
-const maxBatch = 1024
+// packs' acks; after a message, it waits packLinger for others to come
+// before it packs them, unless its last batch was full.
+const (
+	maxBatch   = 1024
+	packLinger = 10 * time.Millisecond
+)
 
 // History keeps the bus's history: Record takes each message from the
 // publish path, without waiting, into a bounded queue that one goroutine
@@ -214,7 +218,8 @@ func (h *History) RecordFields(topic string, payload []byte, id, source, receive
 func (h *History) write() {
 	defer close(h.done)
 	batch := make([]entry, 0, maxBatch)
-	stopping := false
+	stopping, full := false, false
+	linger := time.NewTimer(0)
 	for {
 		if stopping {
 			select {
@@ -231,6 +236,16 @@ func (h *History) write() {
 			case e := <-h.queue:
 				batch = append(batch[:0], e)
 			}
+			if !full {
+				// Let a light load gather into one pack: a pack costs
+				// JetStream about what a message did (pack.go).
+				linger.Reset(packLinger)
+				select {
+				case <-h.stop:
+					stopping = true
+				case <-linger.C:
+				}
+			}
 		}
 	more:
 		for len(batch) < maxBatch {
@@ -241,6 +256,7 @@ func (h *History) write() {
 				break more
 			}
 		}
+		full = len(batch) == maxBatch // more wait: no lingering
 		h.send(batch)
 		clear(batch)
 		h.written.Add(uint64(len(batch)))

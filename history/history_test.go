@@ -18,8 +18,14 @@ import (
 
 func open(t testing.TB, cfg Config) (*History, *prometheus.Registry) {
 	t.Helper()
+	return openIn(t, cfg, t.TempDir())
+}
+
+// openIn opens a history stored in dataDir.
+func openIn(t testing.TB, cfg Config, dataDir string) (*History, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	h, err := Open(t.Context(), cfg, Options{DataDir: t.TempDir(), Registerer: reg, Logger: zerolog.Nop()})
+	h, err := Open(t.Context(), cfg, Options{DataDir: dataDir, Registerer: reg, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ var errBadPack = errors.New("history: a pack that this version cannot read")
 // (Payload is a slice of data) until fn returns false. Lengths are checked
 // against data: nothing is allocated from a length the data claims.
 func unpack(data []byte, fn func(Record) bool) error {
-	if len(data) == 0 || data[0] != packVersion {
+	if len(data) < 2 || data[0] != packVersion { // a version and at least one message
 		return errBadPack
 	}
 	p := data[1:]
