@@ -286,9 +286,13 @@ func (h *History) send(batch []entry) {
 		failed  int   // messages not stored
 		number  = h.nextNumber.Load()
 	)
+	limit := maxPackBytes
+	if mp := int(h.st.nc.MaxPayload()); mp > 0 {
+		limit = min(limit, mp-1024) // the headers' room: a pack must fit the server's max_payload
+	}
 	for start := 0; start < len(batch); {
 		end, size := start+1, packedSize(&batch[start])
-		for end < len(batch) && size+packedSize(&batch[end]) <= maxPackBytes {
+		for end < len(batch) && size+packedSize(&batch[end]) <= limit {
 			size += packedSize(&batch[end])
 			end++
 		}

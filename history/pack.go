@@ -29,7 +29,7 @@ const (
 	headerPackCount = "Firehose-Pack-Count"
 	// maxPackBytes bounds a pack's data (a message larger than this is
 	// stored alone): a pack is read whole, and a NATS cluster's default
-	// max_payload is 1 MiB.
+	// max_payload is 1 MiB (less when the server says so).
 	maxPackBytes = 1 << 20
 )
 

@@ -34,8 +34,9 @@ type Query struct {
 
 // Record is one message read back.
 type Record struct {
-	// ID is the message's de-duplication id (its Nats-Msg-Id): the same
-	// for a resent message, unique otherwise.
+	// ID is the message's de-duplication id (its header's Nats-Msg-Id, or
+	// one the history gave it): the same for a resent message, unique
+	// otherwise.
 	ID     string
 	Topic  string
 	Source string
