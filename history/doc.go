@@ -5,10 +5,11 @@
 // T, then live" with no gap and no duplicate, and GET /api/v1/history.
 //
 // The stream holds packs, not one JetStream message per bus message: the
-// messages written together share one stream message on the one subject
-// <subject_prefix>.pack (pack.go says the format), so that JetStream's cost
-// per message and per subject is paid per pack; a replay matches each
-// message's MQTT topic in process. Other readers of a sink's stream read
+// messages written together share one stream message on the subject
+// <subject_prefix>.pack.<their topics' first level> (pack.go says the
+// format), so that JetStream's cost per message and per subject is paid per
+// pack; a replay reads its filters' first levels and matches each message's
+// MQTT topic in process. Other readers of a sink's stream read
 // packs: the API is the way in.
 //
 // It must not cost the live path: Record is called in the broker's publish

@@ -144,7 +144,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 		followers: map[*follower]struct{}{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
-		packMsg: &nats.Msg{Subject: packSubject(cfg.SubjectPrefix), Header: nats.Header{
+		packMsg: &nats.Msg{Header: nats.Header{
 			// Set directly: the keys are canonical already.
 			headerPackFirst: {""}, headerPackCount: {""},
 		}},
@@ -292,7 +292,7 @@ func (h *History) send(batch []entry) {
 	}
 	for start := 0; start < len(batch); {
 		end, size := start+1, packedSize(&batch[start])
-		for end < len(batch) && size+packedSize(&batch[end]) <= limit {
+		for end < len(batch) && size+packedSize(&batch[end]) <= limit && samePackSubject(batch[start].topic, batch[end].topic) {
 			size += packedSize(&batch[end])
 			end++
 		}
@@ -303,6 +303,7 @@ func (h *History) send(batch []entry) {
 			payload += len(batch[i].payload)
 		}
 		n := end - start
+		h.packMsg.Subject = packSubject(h.cfg.SubjectPrefix, batch[start].topic)
 		h.packMsg.Data, h.packMsg.Reply = h.pack, reply
 		h.packMsg.Header[headerPackFirst][0] = strconv.FormatUint(number, 10)
 		h.packMsg.Header[headerPackCount][0] = strconv.Itoa(n)

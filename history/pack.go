@@ -3,17 +3,21 @@ package history
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // The history stores the bus's messages packed: each JetStream message is a
-// pack of the messages the writer took from its queue at once (one under a
-// light load, up to maxBatch under a heavy one), on the one subject
-// <subject_prefix>.pack. JetStream's cost is per stored message and per
-// subject (parsing, the ack, the file store's record and index, its
-// per-subject state): per pack, the bus's messages share it. A replay reads
-// the packs in order and matches each message's topic in process.
+// pack of consecutive messages the writer took from its queue at once (one
+// under a light load, up to maxBatch under a heavy one) whose topics have
+// one first level (the source: chef, ansible...), on the subject
+// <subject_prefix>.pack.<first level> (packSubject). JetStream's cost is per
+// stored message and per subject (parsing, the ack, the file store's
+// record and index, its per-subject state): per pack, the bus's messages
+// share it. A replay reads the packs of its filters' first levels in order
+// and matches each message's topic in process.
 //
 // A pack's data is a version byte, then for each message: its id, topic,
 // source and received time (RFC 3339, as its header had it) as
@@ -33,8 +37,51 @@ const (
 	maxPackBytes = 1 << 20
 )
 
-// packSubject is the stream's one subject for the packs.
-func packSubject(prefix string) string { return prefix + ".pack" }
+// packSubject is the subject of a pack of messages whose topics have the
+// first level of topic: <prefix>.pack.<first level>, or .pack._ for a first
+// level that is not a plain token. A replay asks JetStream for the subjects
+// of its filters' first levels (packSubjects), so that "ansible/#" does not
+// read Chef's packs; two first levels on one subject cost reading, never a
+// wrong answer, as each message's topic is matched again in process.
+func packSubject(prefix, topic string) string { return prefix + ".pack." + sourceToken(topic) }
+
+// samePackSubject reports whether a and b go into packs of one subject.
+func samePackSubject(a, b string) bool { return sourceToken(a) == sourceToken(b) }
+
+// sourceToken is topic's first level if it is a plain subject token, "_"
+// otherwise.
+func sourceToken(topic string) string {
+	first := topic
+	if i := strings.IndexByte(topic, '/'); i >= 0 {
+		first = topic[:i]
+	}
+	if first == "" || len(first) > 64 {
+		return "_"
+	}
+	for i := 0; i < len(first); i++ {
+		c := first[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return "_"
+		}
+	}
+	return first
+}
+
+// packSubjects are the subjects of the packs that may hold messages that
+// filters match.
+func packSubjects(prefix string, filters []string) []string {
+	var out []string
+	for _, f := range filters {
+		first, _, _ := strings.Cut(f, "/")
+		if first == "+" || first == "#" {
+			return []string{prefix + ".pack.>"}
+		}
+		if s := packSubject(prefix, f); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // appendPacked appends e to the pack being built in b (which starts with
 // packVersion).

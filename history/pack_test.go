@@ -120,3 +120,52 @@ func TestNumbersGoOnAcrossARestart(t *testing.T) {
 		}
 	}
 }
+
+// TestPackSubjects: a pack's subject is its topics' first level when that
+// is a plain token; a replay asks for its filters' first levels, or every
+// pack for a wildcard first level.
+func TestPackSubjects(t *testing.T) {
+	for topic, want := range map[string]string{
+		"chef/org/n/status": "p.pack.chef", "ansible": "p.pack.ansible", "/a": "p.pack._",
+		"$SYS/broker/uptime": "p.pack._", "a.b/c": "p.pack._", "x%2F/y": "p.pack._",
+	} {
+		if got := packSubject("p", topic); got != want {
+			t.Errorf("%s: %s, want %s", topic, got, want)
+		}
+	}
+	for filters, want := range map[string]string{
+		"chef/+/+/status ansible/# chef/#": "p.pack.chef p.pack.ansible",
+		"chef/# +/x":                       "p.pack.>",
+		"#":                                "p.pack.>",
+		"$SYS/# a.b/#":                     "p.pack._",
+	} {
+		if got := strings.Join(packSubjects("p", strings.Fields(filters)), " "); got != want {
+			t.Errorf("%s: %s, want %s", filters, got, want)
+		}
+	}
+}
+
+// TestReplayKeepsTheOrderAcrossSources records messages of several sources
+// interleaved, in one batch: a replay of all of them has them in the order
+// recorded, and one of a source only its own.
+func TestReplayKeepsTheOrderAcrossSources(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	var all, chef []string
+	h.mu.Lock() // the writer takes them all in one batch
+	for i := range 30 {
+		topic := fmt.Sprintf("%s/%d", []string{"chef", "ansible", "chef", "gerrit", "a.b"}[i%5], i)
+		all = append(all, topic)
+		if strings.HasPrefix(topic, "chef/") {
+			chef = append(chef, topic)
+		}
+		h.queue <- entry{id: fmt.Sprint(i), topic: topic, at: time.Now(), payload: []byte("1")}
+		h.accepted++
+	}
+	h.mu.Unlock()
+	if got := replayTopics(t, h, Query{Filters: []string{"#"}}); strings.Join(got, " ") != strings.Join(all, " ") {
+		t.Fatalf("replayed %v\nwant %v", got, all)
+	}
+	if got := replayTopics(t, h, Query{Filters: []string{"chef/#", "a.b/#"}}); len(got) != len(chef)+6 || got[0] != "chef/0" || got[len(got)-1] != "a.b/29" {
+		t.Fatalf("replayed %v", got)
+	}
+}

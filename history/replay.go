@@ -217,7 +217,7 @@ func (h *History) replay(ctx context.Context, q Query, f *follower, fn func(Reco
 	}
 	cc := jetstream.ConsumerConfig{
 		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubjects:    []string{packSubject(h.cfg.SubjectPrefix)},
+		FilterSubjects:    packSubjects(h.cfg.SubjectPrefix, q.Filters),
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		InactiveThreshold: time.Minute,
 		MemoryStorage:     true,

@@ -200,7 +200,7 @@ func (s *store) bounds(ctx context.Context) (st jetstream.StreamState, first, en
 	oldest, err := stream.GetMsg(ctx, st.FirstSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		// Dropped since the state was read: the next one is the oldest.
-		oldest, err = stream.GetMsg(ctx, st.FirstSeq, jetstream.WithGetMsgSubject(packSubject(s.cfg.SubjectPrefix)))
+		oldest, err = stream.GetMsg(ctx, st.FirstSeq, jetstream.WithGetMsgSubject(s.cfg.SubjectPrefix+".>"))
 	}
 	if err != nil {
 		return st, 0, 0, false, err
