@@ -53,8 +53,12 @@ type History struct {
 	metrics *metrics
 	bootID  string // makes ids of messages that came without one unique across restarts
 
-	mu       sync.Mutex // orders the queue and the followers' buffers alike
-	queue    chan entry
+	mu sync.Mutex // orders the queue and the followers' buffers alike
+	// queue holds what waits to be written, at most cfg.QueueSize: a slice
+	// that the writer swaps for an empty one, so that it costs memory for
+	// what waits, not for the bound; queued tells the writer it is not empty.
+	queue    []entry
+	queued   chan struct{}
 	accepted uint64 // entries put in queue
 	nextID   uint64
 	batches  uint64 // batches sent, the writer's: each has its reply subject
@@ -140,7 +144,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 		log:       opts.Logger.With().Str("component", "history").Logger(),
 		st:        st,
 		bootID:    hex.EncodeToString(id[:]),
-		queue:     make(chan entry, cfg.QueueSize),
+		queued:    make(chan struct{}, 1),
 		followers: map[*follower]struct{}{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -201,66 +205,77 @@ func (h *History) RecordFields(topic string, payload []byte, id, source, receive
 		e.id = "h-" + h.bootID + "-" + strconv.FormatUint(h.nextID, 10)
 	}
 	if keep {
-		select {
-		case h.queue <- e:
-			h.accepted++
-		default:
-			h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", cap(h.queue)))
-		}
+		h.enqueue(e)
 	}
 	for f := range h.followers {
 		f.offer(e)
 	}
 }
 
-// write is the writer: it sends the queue's messages to the store in
-// batches, asynchronously, and waits for each batch's acks.
+// enqueue queues e for the writer, or counts it as lost when the queue is
+// full. Called under h.mu.
+func (h *History) enqueue(e entry) {
+	if len(h.queue) >= h.cfg.QueueSize {
+		h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", h.cfg.QueueSize))
+		return
+	}
+	h.queue = append(h.queue, e)
+	h.accepted++
+	if len(h.queue) == 1 {
+		select {
+		case h.queued <- struct{}{}:
+		default: // the writer is told already
+		}
+	}
+}
+
+// write is the writer: it takes what the queue holds, sends it to the
+// store in batches, and waits for each batch's acks.
 func (h *History) write() {
 	defer close(h.done)
-	batch := make([]entry, 0, maxBatch)
+	var spare []entry
 	stopping, full := false, false
 	linger := time.NewTimer(0)
 	for {
-		if stopping {
-			select {
-			case e := <-h.queue:
-				batch = append(batch[:0], e)
-			default:
-				return // what was queued at Close is written
-			}
-		} else {
+		if !stopping {
 			select {
 			case <-h.stop:
 				stopping = true
-				continue
-			case e := <-h.queue:
-				batch = append(batch[:0], e)
-			}
-			if !full {
-				// Let a light load gather into one pack: a pack costs
-				// JetStream about what a message did (pack.go).
-				linger.Reset(packLinger)
-				select {
-				case <-h.stop:
-					stopping = true
-				case <-linger.C:
-				}
+			case <-h.queued:
 			}
 		}
-	more:
-		for len(batch) < maxBatch {
+		if !stopping && !full {
+			// Let a light load gather into one pack: a pack costs
+			// JetStream about what a message did (pack.go).
+			linger.Reset(packLinger)
 			select {
-			case e := <-h.queue:
-				batch = append(batch, e)
-			default:
-				break more
+			case <-h.stop:
+				stopping = true
+			case <-linger.C:
 			}
 		}
-		full = len(batch) == maxBatch // more wait: no lingering
-		h.send(batch)
-		clear(batch)
-		h.written.Add(uint64(len(batch)))
-		close(*h.progress.Swap(new(make(chan struct{}))))
+		h.mu.Lock()
+		taken := h.queue
+		h.queue = spare[:0]
+		h.mu.Unlock()
+		if len(taken) == 0 {
+			if stopping {
+				return // what was queued at Close is written
+			}
+			continue
+		}
+		for start := 0; start < len(taken); start += maxBatch {
+			batch := taken[start:min(start+maxBatch, len(taken))]
+			h.send(batch)
+			h.written.Add(uint64(len(batch)))
+			close(*h.progress.Swap(new(make(chan struct{}))))
+		}
+		full = len(taken) >= maxBatch // more wait: no lingering
+		clear(taken)
+		spare = taken
+		if cap(spare) > 4*maxBatch {
+			spare = nil // a burst's backlog is let go
+		}
 	}
 }
 
@@ -343,9 +358,16 @@ func (h *History) send(batch []entry) {
 			}
 		}
 		h.lost("store_error", failed, lastErr)
-	} else if len(h.queue) < cap(h.queue)/2 {
+	} else if h.waiting() < h.cfg.QueueSize/2 {
 		h.recovered()
 	}
+}
+
+// waiting is how many messages wait in the queue.
+func (h *History) waiting() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.queue)
 }
 
 // lost counts n messages left out of the history and marks it degraded,

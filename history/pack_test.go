@@ -74,8 +74,7 @@ func TestPacksSplitAtTheirBound(t *testing.T) {
 	sizes := []int{maxPackBytes / 3, maxPackBytes / 3, maxPackBytes / 3, maxPackBytes + 10, 10, maxPackBytes / 2}
 	h.mu.Lock() // the writer takes them all in one batch
 	for i, n := range sizes {
-		h.queue <- entry{id: fmt.Sprint(i), topic: fmt.Sprintf("big/%d", i), at: time.Now(), payload: bytes.Repeat([]byte{byte('a' + i)}, n)}
-		h.accepted++
+		h.enqueue(entry{id: fmt.Sprint(i), topic: fmt.Sprintf("big/%d", i), at: time.Now(), payload: bytes.Repeat([]byte{byte('a' + i)}, n)})
 	}
 	h.mu.Unlock()
 	testkit.Eventually(t, func() bool { return h.written.Load() == uint64(len(sizes)) }, "written")
@@ -158,8 +157,7 @@ func TestReplayKeepsTheOrderAcrossSources(t *testing.T) {
 		if strings.HasPrefix(topic, "chef/") {
 			chef = append(chef, topic)
 		}
-		h.queue <- entry{id: fmt.Sprint(i), topic: topic, at: time.Now(), payload: []byte("1")}
-		h.accepted++
+		h.enqueue(entry{id: fmt.Sprint(i), topic: topic, at: time.Now(), payload: []byte("1")})
 	}
 	h.mu.Unlock()
 	if got := replayTopics(t, h, Query{Filters: []string{"#"}}); strings.Join(got, " ") != strings.Join(all, " ") {
