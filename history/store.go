@@ -34,6 +34,8 @@ type store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	acks   *acks
+	// numbers are the numbers of the packs at the stream's ends.
+	numbers packNumbers
 }
 
 // openEmbedded starts nats-server in the process, with JetStream storing in
@@ -197,24 +199,54 @@ func (s *store) bounds(ctx context.Context) (st jetstream.StreamState, first, en
 	if st.Msgs == 0 {
 		return st, 0, 0, false, nil
 	}
-	oldest, err := stream.GetMsg(ctx, st.FirstSeq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		// Dropped since the state was read: the next one is the oldest.
-		oldest, err = stream.GetMsg(ctx, st.FirstSeq, jetstream.WithGetMsgSubject(s.cfg.SubjectPrefix+".>"))
-	}
+	first, _, ok1, err := s.numbers.at(ctx, stream, 0, st.FirstSeq)
 	if err != nil {
 		return st, 0, 0, false, err
 	}
-	newest, err := stream.GetMsg(ctx, st.LastSeq)
+	lastFirst, lastCount, ok2, err := s.numbers.at(ctx, stream, 1, st.LastSeq)
 	if err != nil {
 		return st, 0, 0, false, err
 	}
-	first, _, ok1 := packBounds(oldest.Header.Get)
-	lastFirst, lastCount, ok2 := packBounds(newest.Header.Get)
 	if !ok1 || !ok2 || lastFirst+lastCount < first {
 		return st, 0, 0, false, nil
 	}
 	return st, first, lastFirst + lastCount, true, nil
+}
+
+// packNumbers reads the numbers of the packs at the stream's ends (bounds),
+// and keeps them by sequence: a pack's numbers never change, and reading a
+// pack reads it whole (up to 1 MiB, in JSON), which a scrape of the metrics
+// every few seconds should not.
+type packNumbers struct {
+	mu      sync.Mutex
+	created time.Time // the stream's: one made again numbers its packs anew
+	seq     [2]uint64 // of the oldest pack read, and of the newest; 0 for none
+	nums    [2][2]uint64
+	ok      [2]bool
+}
+
+// at is the numbers of the pack at seq (slot 0: the oldest end, 1: the
+// newest), or of the next one when it was dropped since seq was read.
+func (p *packNumbers) at(ctx context.Context, stream jetstream.Stream, slot int, seq uint64) (first, count uint64, ok bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if created := stream.CachedInfo().Created; !created.Equal(p.created) {
+		p.created, p.seq = created, [2]uint64{}
+	}
+	if p.seq[slot] == seq {
+		return p.nums[slot][0], p.nums[slot][1], p.ok[slot], nil
+	}
+	m, err := stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) && slot == 0 {
+		// Dropped since the state was read: the next one is the oldest.
+		m, err = stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
+	}
+	if err != nil {
+		return 0, 0, false, err
+	}
+	first, count, ok = packBounds(m.Header.Get)
+	p.seq[slot], p.nums[slot], p.ok[slot] = m.Sequence, [2]uint64{first, count}, ok
+	return first, count, ok, nil
 }
 
 // storedEnd is the number after the stream's newest message: where the
