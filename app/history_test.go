@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/opsfirehose/firehose/bus"
@@ -291,9 +293,37 @@ func sinkHistoryConfig(t *testing.T, dir, url string) config.Config {
 }
 
 // historyStreamMsgs counts the messages of the history's stream on the
-// NATS server at url; -1 while there is no stream.
+// NATS server at url; -1 while there is no stream. The stream holds packs
+// of messages, numbered in their headers (history/pack.go): the count is
+// from the oldest pack's first number to the newest's last.
 func historyStreamMsgs(t *testing.T, url string) int64 {
-	return streamMsgsOf(t, url, "FIREHOSE_HISTORY")
+	t.Helper()
+	if n := streamMsgsOf(t, url, "FIREHOSE_HISTORY"); n <= 0 {
+		return n
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(t.Context(), "FIREHOSE_HISTORY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest, err1 := st.GetMsg(t.Context(), st.CachedInfo().State.FirstSeq)
+	newest, err2 := st.GetMsg(t.Context(), st.CachedInfo().State.LastSeq)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("read the history's packs: %v %v", err1, err2)
+	}
+	number := func(m *jetstream.RawStreamMsg, h string) int64 {
+		n, err := strconv.ParseInt(m.Header.Get(h), 10, 64)
+		if err != nil {
+			t.Fatalf("pack %d: %s: %v", m.Sequence, h, err)
+		}
+		return n
+	}
+	return number(newest, "Firehose-Pack-First") + number(newest, "Firehose-Pack-Count") - number(oldest, "Firehose-Pack-First")
 }
 
 func readyzHistory(t *testing.T, base string) string {

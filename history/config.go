@@ -27,8 +27,8 @@ type Config struct {
 	Sink string `yaml:"sink"`
 	// Stream is the JetStream stream's name.
 	Stream string `yaml:"stream"`
-	// SubjectPrefix is the first token of the stream's subjects:
-	// <subject_prefix>.<topic mapped as routes map it>.
+	// SubjectPrefix is the first token of the stream's subjects: the packs
+	// of messages are on <subject_prefix>.pack.<first topic level>.
 	SubjectPrefix string `yaml:"subject_prefix"`
 	// Replicas is the stream's replica count on a sink's cluster (the
 	// embedded server is one node: 1).

@@ -4,6 +4,14 @@
 // size and age, and reads it back: Replay for "since T", Follow for "since
 // T, then live" with no gap and no duplicate, and GET /api/v1/history.
 //
+// The stream holds packs, not one JetStream message per bus message: the
+// messages written together share one stream message on the subject
+// <subject_prefix>.pack.<their topics' first level> (pack.go says the
+// format), so that JetStream's cost per message and per subject is paid per
+// pack; a replay reads its filters' first levels and matches each message's
+// MQTT topic in process. Other readers of a sink's stream read
+// packs: the API is the way in.
+//
 // It must not cost the live path: Record is called in the broker's publish
 // path and never blocks and never fails; a message the store cannot take
 // (a full queue, a slow or down store) is left out, counted and logged, and

@@ -29,11 +29,13 @@ var (
 	ErrBehind = errors.New("fell behind the live messages")
 )
 
-// headerID holds a stored message's de-duplication id.
-const headerID = "Firehose-Msg-Id"
-
-// maxBatch is how many messages the writer sends before it waits for their acks.
-const maxBatch = 256
+// maxBatch is how many messages the writer packs before it waits for the
+// packs' acks; after a message, it waits packLinger for others to come
+// before it packs them, unless its last batch was full.
+const (
+	maxBatch   = 1024
+	packLinger = 10 * time.Millisecond
+)
 
 // History keeps the bus's history: Record takes each message from the
 // publish path, without waiting, into a bounded queue that one goroutine
@@ -51,12 +53,23 @@ type History struct {
 	metrics *metrics
 	bootID  string // makes ids of messages that came without one unique across restarts
 
-	mu        sync.Mutex // orders the queue and the followers' buffers alike
-	queue     chan entry
-	accepted  uint64 // entries put in queue
-	nextID    uint64
-	batches   uint64 // batches sent, the writer's: each has its reply subject
-	followers map[*follower]struct{}
+	mu sync.Mutex // orders the queue and the followers' buffers alike
+	// queue holds what waits to be written, at most cfg.QueueSize: a slice
+	// that the writer swaps for an empty one, so that it costs memory for
+	// what waits, not for the bound; queued tells the writer it is not empty.
+	queue    []entry
+	queued   chan struct{}
+	accepted uint64 // entries put in queue
+	nextID   uint64
+	batches  uint64 // batches sent, the writer's: each has its reply subject
+	// The writer's: the number of the next message stored (counted over the
+	// stream, so that its state counts messages: pack.go), whether it was
+	// read from the store yet, and the pack it builds.
+	nextNumber atomic.Uint64
+	numbered   bool
+	pack       []byte
+	packMsg    *nats.Msg
+	followers  map[*follower]struct{}
 	// nFollowers is len(followers), read without the lock.
 	nFollowers atomic.Int32
 
@@ -131,12 +144,17 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 		log:       opts.Logger.With().Str("component", "history").Logger(),
 		st:        st,
 		bootID:    hex.EncodeToString(id[:]),
-		queue:     make(chan entry, cfg.QueueSize),
+		queued:    make(chan struct{}, 1),
 		followers: map[*follower]struct{}{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
+		packMsg: &nats.Msg{Header: nats.Header{
+			// Set directly: the keys are canonical already.
+			headerPackFirst: {""}, headerPackCount: {""},
+		}},
 	}
 	h.progress.Store(new(make(chan struct{})))
+	h.nextNumber.Store(1)
 	h.metrics = newMetrics(h)
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(h.metrics); err != nil {
@@ -144,8 +162,8 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 			return nil, fmt.Errorf("history metrics: %w", err)
 		}
 	}
-	if st, err := h.st.state(ctx); err == nil && cfg.Sink == "" {
-		h.metrics.firstSeq = nextKept(st) // what max_age and max_bytes drop is counted from here
+	if _, _, first, err := h.bounds(ctx); err == nil && cfg.Sink == "" {
+		h.metrics.firstSeq = first // what max_age and max_bytes drop is counted from here
 	}
 	go h.write()
 	return h, nil
@@ -187,90 +205,151 @@ func (h *History) RecordFields(topic string, payload []byte, id, source, receive
 		e.id = "h-" + h.bootID + "-" + strconv.FormatUint(h.nextID, 10)
 	}
 	if keep {
-		select {
-		case h.queue <- e:
-			h.accepted++
-		default:
-			h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", cap(h.queue)))
-		}
+		h.enqueue(e)
 	}
 	for f := range h.followers {
 		f.offer(e)
 	}
 }
 
-// write is the writer: it sends the queue's messages to the store in
-// batches, asynchronously, and waits for each batch's acks.
-func (h *History) write() {
-	defer close(h.done)
-	batch := make([]entry, 0, maxBatch)
-	stopping := false
-	for {
-		if stopping {
-			select {
-			case e := <-h.queue:
-				batch = append(batch[:0], e)
-			default:
-				return // what was queued at Close is written
-			}
-		} else {
-			select {
-			case <-h.stop:
-				stopping = true
-				continue
-			case e := <-h.queue:
-				batch = append(batch[:0], e)
-			}
+// enqueue queues e for the writer, or counts it as lost when the queue is
+// full. Called under h.mu.
+func (h *History) enqueue(e entry) {
+	if len(h.queue) >= h.cfg.QueueSize {
+		h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", h.cfg.QueueSize))
+		return
+	}
+	h.queue = append(h.queue, e)
+	h.accepted++
+	if len(h.queue) == 1 {
+		select {
+		case h.queued <- struct{}{}:
+		default: // the writer is told already
 		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case e := <-h.queue:
-				batch = append(batch, e)
-			default:
-				break more
-			}
-		}
-		h.send(batch)
-		clear(batch)
-		h.written.Add(uint64(len(batch)))
-		close(*h.progress.Swap(new(make(chan struct{}))))
 	}
 }
 
-// send publishes batch and waits for the acks, counting what was stored and
-// what was lost. The acks come to a reply subject of the batch's own
-// (acks), which costs a message a fraction of nats.go's futures.
+// write is the writer: it takes what the queue holds, sends it to the
+// store in batches, and waits for each batch's acks.
+func (h *History) write() {
+	defer close(h.done)
+	var spare []entry
+	stopping, full := false, false
+	linger := time.NewTimer(0)
+	for {
+		if !stopping {
+			select {
+			case <-h.stop:
+				stopping = true
+			case <-h.queued:
+			}
+		}
+		if !stopping && !full {
+			// Let a light load gather into one pack: a pack costs
+			// JetStream about what a message did (pack.go).
+			linger.Reset(packLinger)
+			select {
+			case <-h.stop:
+				stopping = true
+			case <-linger.C:
+			}
+		}
+		h.mu.Lock()
+		taken := h.queue
+		h.queue = spare[:0]
+		h.mu.Unlock()
+		if len(taken) == 0 {
+			if stopping {
+				return // what was queued at Close is written
+			}
+			continue
+		}
+		for start := 0; start < len(taken); start += maxBatch {
+			batch := taken[start:min(start+maxBatch, len(taken))]
+			h.send(batch)
+			h.written.Add(uint64(len(batch)))
+			close(*h.progress.Swap(new(make(chan struct{}))))
+		}
+		full = len(taken) >= maxBatch // more wait: no lingering
+		clear(taken)
+		spare = taken
+		if cap(spare) > 4*maxBatch {
+			spare = nil // a burst's backlog is let go
+		}
+	}
+}
+
+// send packs batch (one pack, or more when its payloads are large),
+// publishes the packs and waits for their acks, counting what was stored
+// and what was lost. The acks come to a reply subject of the batch's own
+// (acks), which costs a pack a fraction of nats.go's futures.
 func (h *History) send(batch []entry) {
-	var (
-		lastErr error
-		failed  int
-		bytes   int
-		sent    int
-	)
+	if !h.numbered {
+		// Number the messages on from the stream's last pack, once the
+		// store answers (a sink's cluster may be down at Open).
+		if end, err := h.st.storedEnd(context.Background()); err == nil {
+			h.nextNumber.Store(end)
+			h.numbered = true
+		}
+	}
 	h.batches++
 	reply, done := h.st.acks.expect(h.batches)
-	for i := range batch {
-		m, err := h.natsMsg(&batch[i])
-		if err != nil {
-			failed, lastErr = failed+1, err
-			continue
-		}
-		m.Reply = reply
-		if err := h.st.nc.PublishMsg(m); err != nil {
-			failed, lastErr = failed+1, err
-			continue
-		}
-		sent++
-		bytes += len(m.Data)
+	var (
+		lastErr error
+		counts  []int // messages per pack sent, in order
+		bytes   []int // their payload bytes
+		failed  int   // messages not stored
+		number  = h.nextNumber.Load()
+	)
+	limit := maxPackBytes
+	if mp := int(h.st.nc.MaxPayload()); mp > 0 {
+		limit = min(limit, mp-1024) // the headers' room: a pack must fit the server's max_payload
 	}
-	stored, refused, why := h.st.acks.wait(sent, done, storeTimeout)
+	for start := 0; start < len(batch); {
+		end, size := start+1, packedSize(&batch[start])
+		for end < len(batch) && size+packedSize(&batch[end]) <= limit && samePackSubject(batch[start].topic, batch[end].topic) {
+			size += packedSize(&batch[end])
+			end++
+		}
+		h.pack = append(h.pack[:0], packVersion)
+		payload := 0
+		for i := start; i < end; i++ {
+			h.pack = appendPacked(h.pack, &batch[i])
+			payload += len(batch[i].payload)
+		}
+		n := end - start
+		h.packMsg.Subject = packSubject(h.cfg.SubjectPrefix, batch[start].topic)
+		h.packMsg.Data, h.packMsg.Reply = h.pack, reply
+		h.packMsg.Header[headerPackFirst][0] = strconv.FormatUint(number, 10)
+		h.packMsg.Header[headerPackCount][0] = strconv.Itoa(n)
+		if err := h.st.nc.PublishMsg(h.packMsg); err != nil {
+			failed, lastErr = failed+n, err
+		} else {
+			counts, bytes = append(counts, n), append(bytes, payload)
+			number += uint64(n)
+		}
+		start = end
+	}
+	stored, refused, why := h.st.acks.wait(len(counts), done, storeTimeout)
+	storedMsgs, storedBytes := 0, 0
+	for i, n := range counts {
+		if i < stored {
+			// The acked packs are taken to be the first ones: JetStream
+			// stores a connection's packs in order, and a failure ends
+			// with the rest failing too (the stream is gone, the store
+			// full or down).
+			storedMsgs, storedBytes = storedMsgs+n, storedBytes+bytes[i]
+		} else {
+			failed += n
+		}
+	}
+	h.nextNumber.Add(uint64(storedMsgs))
 	if refused > 0 {
-		failed, lastErr = failed+refused, why
+		lastErr = why
 	}
-	if stored > 0 {
-		h.metrics.stored.Add(float64(stored))
-		h.metrics.storedBytes.Add(float64(bytes) * float64(stored) / float64(sent))
+	if storedMsgs > 0 {
+		h.metrics.stored.Add(float64(storedMsgs))
+		h.metrics.storedBytes.Add(float64(storedBytes))
 	}
 	if failed > 0 {
 		if isStreamMissing(lastErr) && h.st.up() {
@@ -279,33 +358,16 @@ func (h *History) send(batch []entry) {
 			}
 		}
 		h.lost("store_error", failed, lastErr)
-	} else if len(h.queue) < cap(h.queue)/2 {
+	} else if h.waiting() < h.cfg.QueueSize/2 {
 		h.recovered()
 	}
 }
 
-// natsMsg is e as the store keeps it; a topic with no subject (a $ topic
-// a history filter names) is an error.
-func (h *History) natsMsg(e *entry) (*nats.Msg, error) {
-	subject, err := topics.ToSubject(h.cfg.SubjectPrefix, e.topic)
-	if err != nil {
-		return nil, fmt.Errorf("topic %q: %w", e.topic, err)
-	}
-	m := &nats.Msg{Subject: subject, Data: e.payload, Header: make(nats.Header, 3)}
-	// The id travels in a header of its own, not Nats-Msg-Id: the writer
-	// sends each message once, and JetStream's de-duplication would keep a
-	// map of every id of its window for nothing.
-	// Set directly: the keys are canonical already.
-	m.Header[headerID] = []string{e.id}
-	if e.received != "" {
-		m.Header[bus.HeaderReceivedAt] = []string{e.received}
-	} else {
-		m.Header[bus.HeaderReceivedAt] = []string{e.at.UTC().Format(time.RFC3339Nano)}
-	}
-	if e.source != "" {
-		m.Header[bus.HeaderSource] = []string{e.source}
-	}
-	return m, nil
+// waiting is how many messages wait in the queue.
+func (h *History) waiting() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.queue)
 }
 
 // lost counts n messages left out of the history and marks it degraded,

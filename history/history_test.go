@@ -18,8 +18,14 @@ import (
 
 func open(t testing.TB, cfg Config) (*History, *prometheus.Registry) {
 	t.Helper()
+	return openIn(t, cfg, t.TempDir())
+}
+
+// openIn opens a history stored in dataDir.
+func openIn(t testing.TB, cfg Config, dataDir string) (*History, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	h, err := Open(t.Context(), cfg, Options{DataDir: t.TempDir(), Registerer: reg, Logger: zerolog.Nop()})
+	h, err := Open(t.Context(), cfg, Options{DataDir: dataDir, Registerer: reg, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,27 +165,6 @@ func TestRecordNeverWaits(t *testing.T) {
 		t.Fatal("nothing counted as lost")
 	}
 	testkit.Eventually(t, func() bool { return strings.HasPrefix(h.Status(), "degraded: ") }, "status degraded")
-}
-
-func TestSubjectsOverlap(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want bool
-	}{
-		{"p.a.>", "p.a", false},
-		{"p.a.>", "p.a.b", true},
-		{"p.*.b", "p.a.*", true},
-		{"p.a", "p.b", false},
-		{"p.>", "p.a.b.c", true},
-		{"p.a.b", "p.a", false},
-	} {
-		if got := subjectsOverlap(c.a, c.b); got != c.want {
-			t.Errorf("%s %s: %v", c.a, c.b, got)
-		}
-		if got := subjectsOverlap(c.b, c.a); got != c.want {
-			t.Errorf("%s %s: %v", c.b, c.a, got)
-		}
-	}
 }
 
 func TestParseTime(t *testing.T) {

@@ -24,10 +24,11 @@ type metrics struct {
 	bytes    *prometheus.Desc
 	oldest   *prometheus.Desc
 
-	mu       sync.Mutex
-	firstSeq uint64 // the stream's first sequence at the last scrape
-	bySize   float64
-	byAge    float64
+	mu        sync.Mutex
+	firstSeq  uint64    // the number of the stream's oldest message at the last scrape (pack.go)
+	firstTime time.Time // when it was stored; zero for none
+	bySize    float64
+	byAge     float64
 }
 
 func newMetrics(h *History) *metrics {
@@ -71,21 +72,27 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.lost.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	st, err := m.h.st.state(ctx)
+	st, msgs, first, err := m.h.bounds(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err == nil {
-		first := nextKept(st)
 		if m.firstSeq != 0 && first > m.firstSeq {
 			dropped := float64(first - m.firstSeq)
-			if st.Bytes+st.Bytes/max(st.Msgs, 1) >= uint64(m.h.cfg.MaxBytes) {
+			// Age when the oldest seen last was past max_age; else size
+			// when the stream is within a full pack of max_bytes.
+			pastAge := !m.firstTime.IsZero() && time.Since(m.firstTime) >= m.h.cfg.MaxAge
+			if !pastAge && st.Bytes+maxPackBytes >= uint64(m.h.cfg.MaxBytes) {
 				m.bySize += dropped
 			} else {
 				m.byAge += dropped
 			}
 		}
 		m.firstSeq = first
-		ch <- prometheus.MustNewConstMetric(m.messages, prometheus.GaugeValue, float64(st.Msgs))
+		m.firstTime = time.Time{}
+		if st.Msgs > 0 {
+			m.firstTime = st.FirstTime
+		}
+		ch <- prometheus.MustNewConstMetric(m.messages, prometheus.GaugeValue, float64(msgs))
 		ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(st.Bytes))
 		age := 0.0
 		if st.Msgs > 0 {
@@ -97,11 +104,19 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.removed, prometheus.CounterValue, m.bySize, "size")
 }
 
-// nextKept is the sequence of the oldest message kept, or of the next one
-// when the stream is empty: what was dropped is below it.
-func nextKept(st jetstream.StreamState) uint64 {
-	if st.Msgs == 0 {
-		return st.LastSeq + 1
+// bounds reads the stream's state, how many messages it holds (not
+// packs), and the number of the oldest one kept, or of the next one when
+// the stream is empty: what was dropped is below it.
+func (h *History) bounds(ctx context.Context) (st jetstream.StreamState, msgs, firstKept uint64, err error) {
+	st, first, end, numbered, err := h.st.bounds(ctx)
+	switch {
+	case err != nil:
+		return st, 0, 0, err
+	case st.Msgs == 0:
+		return st, 0, h.nextNumber.Load(), nil
+	case !numbered:
+		// Packs without numbers (not this version's): count packs.
+		return st, st.Msgs, st.FirstSeq, nil
 	}
-	return st.FirstSeq
+	return st, end - first, first, nil
 }

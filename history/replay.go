@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/topics"
 )
 
@@ -35,8 +34,9 @@ type Query struct {
 
 // Record is one message read back.
 type Record struct {
-	// ID is the message's de-duplication id (its Nats-Msg-Id): the same
-	// for a resent message, unique otherwise.
+	// ID is the message's de-duplication id (its header's Nats-Msg-Id, or
+	// one the history gave it): the same for a resent message, unique
+	// otherwise.
 	ID     string
 	Topic  string
 	Source string
@@ -217,7 +217,7 @@ func (h *History) replay(ctx context.Context, q Query, f *follower, fn func(Reco
 	}
 	cc := jetstream.ConsumerConfig{
 		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubjects:    h.subjects(q.Filters),
+		FilterSubjects:    packSubjects(h.cfg.SubjectPrefix, q.Filters),
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		InactiveThreshold: time.Minute,
 		MemoryStorage:     true,
@@ -268,107 +268,38 @@ func (h *History) replay(ctx context.Context, q Query, f *follower, fn func(Reco
 		if seq > last || !q.Until.IsZero() && meta.Timestamp.After(q.Until) {
 			return res, tail.emit(&res, fn)
 		}
-		if r, ok := h.record(m, meta); ok && matchAny(q.Filters, r.Topic) && (f == nil || !f.live(r.ID)) {
+		var ferr error
+		done := false
+		// A message that is not a pack of this version's is skipped, as
+		// one that no filter matches would be.
+		_ = unpack(m.Data(), func(r Record) bool {
+			if !matchAny(q.Filters, r.Topic) || f != nil && f.live(r.ID) {
+				return true
+			}
 			switch {
 			case tail != nil:
 				tail.add(r)
 			case q.Limit > 0 && res.Replayed >= q.Limit:
-				res.Truncated = true
-				return res, nil
+				res.Truncated, done = true, true
+				return false
 			default:
-				if err := fn(r); err != nil {
-					return res, err
+				if ferr = fn(r); ferr != nil {
+					return false
 				}
 				res.Replayed++
 			}
+			return true
+		})
+		if ferr != nil {
+			return res, ferr
+		}
+		if done {
+			return res, nil
 		}
 		if seq == last || meta.NumPending == 0 {
 			return res, tail.emit(&res, fn)
 		}
 	}
-}
-
-// record turns a stored message back into a Record.
-func (h *History) record(m jetstream.Msg, meta *jetstream.MsgMetadata) (Record, bool) {
-	topic, err := topics.FromSubject(h.cfg.SubjectPrefix, m.Subject())
-	if err != nil {
-		return Record{}, false
-	}
-	hd := m.Headers()
-	r := Record{ID: hd.Get(headerID), Topic: topic, Source: hd.Get(bus.HeaderSource), Time: meta.Timestamp, Payload: m.Data()}
-	if t, err := time.Parse(time.RFC3339Nano, hd.Get(bus.HeaderReceivedAt)); err == nil {
-		r.Time = t
-	}
-	return r, true
-}
-
-// subjects maps filters to the consumer's subject filters, as routes map
-// them; the store may hand more (the caller matches each message again, for
-// MQTT's own rules), never fewer. "a/#" matches "a" in MQTT, so it also
-// asks for "a"'s subject. Overlapping subjects are refused by JetStream:
-// then every subject is read.
-func (h *History) subjects(filters []string) []string {
-	all := []string{h.cfg.SubjectPrefix + ".>"}
-	var out []string
-	for _, f := range filters {
-		s, err := topics.FilterToSubject(h.cfg.SubjectPrefix, f)
-		if err != nil {
-			return all
-		}
-		out = append(out, s)
-		if parent, ok := cutHash(f); ok {
-			if p, err := topics.FilterToSubject(h.cfg.SubjectPrefix, parent); err == nil {
-				out = append(out, p)
-			}
-		}
-	}
-	for i := range out {
-		for j := range i {
-			if subjectsOverlap(out[i], out[j]) {
-				return all
-			}
-		}
-	}
-	return out
-}
-
-// cutHash returns "a/b" for "a/b/#".
-func cutHash(f string) (string, bool) {
-	if len(f) > 2 && f[len(f)-2:] == "/#" {
-		return f[:len(f)-2], true
-	}
-	return "", false
-}
-
-// subjectsOverlap reports whether two NATS subject filters can match one subject.
-func subjectsOverlap(a, b string) bool {
-	ta, tb := splitTokens(a), splitTokens(b)
-	for i := 0; ; i++ {
-		switch {
-		case i == len(ta) && i == len(tb):
-			return true
-		case i < len(ta) && ta[i] == ">":
-			return i < len(tb)
-		case i < len(tb) && tb[i] == ">":
-			return i < len(ta)
-		case i == len(ta) || i == len(tb):
-			return false
-		case ta[i] != tb[i] && ta[i] != "*" && tb[i] != "*":
-			return false
-		}
-	}
-}
-
-func splitTokens(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '.' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
 }
 
 // maxTailBytes bounds the payloads a Query.Last replay holds.

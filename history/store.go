@@ -34,6 +34,8 @@ type store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	acks   *acks
+	// numbers are the numbers of the packs at the stream's ends.
+	numbers packNumbers
 }
 
 // openEmbedded starts nats-server in the process, with JetStream storing in
@@ -180,6 +182,78 @@ func (s *store) state(ctx context.Context) (jetstream.StreamState, error) {
 		return jetstream.StreamState{}, err
 	}
 	return st.CachedInfo().State, nil
+}
+
+// bounds reads the stream's state and the numbers of its messages (pack.go):
+// first, the number of the oldest message kept, and end, the number after
+// the newest. numbered is false for an empty stream (first and end are
+// then 0), and for one whose packs carry no numbers.
+func (s *store) bounds(ctx context.Context) (st jetstream.StreamState, first, end uint64, numbered bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	stream, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return st, 0, 0, false, err
+	}
+	st = stream.CachedInfo().State
+	if st.Msgs == 0 {
+		return st, 0, 0, false, nil
+	}
+	first, _, ok1, err := s.numbers.at(ctx, stream, 0, st.FirstSeq)
+	if err != nil {
+		return st, 0, 0, false, err
+	}
+	lastFirst, lastCount, ok2, err := s.numbers.at(ctx, stream, 1, st.LastSeq)
+	if err != nil {
+		return st, 0, 0, false, err
+	}
+	if !ok1 || !ok2 || lastFirst+lastCount < first {
+		return st, 0, 0, false, nil
+	}
+	return st, first, lastFirst + lastCount, true, nil
+}
+
+// packNumbers reads the numbers of the packs at the stream's ends (bounds),
+// and keeps them by sequence: a pack's numbers never change, and reading a
+// pack reads it whole (up to 1 MiB, in JSON), which a scrape of the metrics
+// every few seconds should not.
+type packNumbers struct {
+	mu      sync.Mutex
+	created time.Time // the stream's: one made again numbers its packs anew
+	seq     [2]uint64 // of the oldest pack read, and of the newest; 0 for none
+	nums    [2][2]uint64
+	ok      [2]bool
+}
+
+// at is the numbers of the pack at seq (slot 0: the oldest end, 1: the
+// newest), or of the next one when it was dropped since seq was read.
+func (p *packNumbers) at(ctx context.Context, stream jetstream.Stream, slot int, seq uint64) (first, count uint64, ok bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if created := stream.CachedInfo().Created; !created.Equal(p.created) {
+		p.created, p.seq = created, [2]uint64{}
+	}
+	if p.seq[slot] == seq {
+		return p.nums[slot][0], p.nums[slot][1], p.ok[slot], nil
+	}
+	m, err := stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) && slot == 0 {
+		// Dropped since the state was read: the next one is the oldest.
+		m, err = stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
+	}
+	if err != nil {
+		return 0, 0, false, err
+	}
+	first, count, ok = packBounds(m.Header.Get)
+	p.seq[slot], p.nums[slot], p.ok[slot] = m.Sequence, [2]uint64{first, count}, ok
+	return first, count, ok, nil
+}
+
+// storedEnd is the number after the stream's newest message: where the
+// writer numbers on from.
+func (s *store) storedEnd(ctx context.Context) (uint64, error) {
+	_, _, end, _, err := s.bounds(ctx)
+	return max(end, 1), err // numbers start at 1: 0 is "not read yet" to the metrics
 }
 
 // up reports whether the connection to the store is up.

@@ -1,0 +1,169 @@
+package history
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsfirehose/firehose/bus"
+	"github.com/opsfirehose/firehose/internal/testkit"
+)
+
+// TestPackRoundTrip packs messages with escaped levels, dots, wildcard
+// characters, empty and binary payloads, and both kinds of time, and reads
+// back each field as it went in, in order.
+func TestPackRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 28, 5, 0, 0, 123456789, time.UTC)
+	in := []entry{
+		{id: "a-1", topic: "chef/org/web%2F1/run/failure", source: "chef", received: "2026-11-28T04:59:59.5Z", payload: []byte(`{"ok":false}`)},
+		{id: "a-2", topic: "x/%2B/%23", at: at, payload: nil},
+		{id: "", topic: "chef/org/db.example.org/status", source: "", at: at, payload: []byte{0, 0xff, '\n'}},
+		{id: "a-4", topic: "$SYS/broker/uptime", payload: bytes.Repeat([]byte("y"), 300), at: at},
+	}
+	b := []byte{packVersion}
+	for i := range in {
+		b = appendPacked(b, &in[i])
+	}
+	var got []Record
+	if err := unpack(b, func(r Record) bool { got = append(got, r); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("%d records back from %d", len(got), len(in))
+	}
+	for i, e := range in {
+		r := got[i]
+		if r.ID != e.id || r.Topic != e.topic || r.Source != e.source || !bytes.Equal(r.Payload, e.payload) || !r.Time.Equal(e.time()) {
+			t.Errorf("%d: %+v\nwant %+v (time %v)", i, r, e, e.time())
+		}
+	}
+	// fn's false ends the reading.
+	n := 0
+	_ = unpack(b, func(Record) bool { n++; return n < 2 })
+	if n != 2 {
+		t.Fatalf("read %d after the second said stop", n)
+	}
+}
+
+// TestUnpackRefusesWhatItCannotRead: a truncated or foreign pack is an
+// error, never a panic or a length taken on trust.
+func TestUnpackRefusesWhatItCannotRead(t *testing.T) {
+	e := entry{id: "i", topic: "a/b", payload: []byte("payload")}
+	good := appendPacked([]byte{packVersion}, &e)
+	for i := range len(good) - 1 {
+		if err := unpack(good[:i], func(Record) bool { return true }); err == nil {
+			t.Errorf("%d of %d bytes read without error", i, len(good))
+		}
+	}
+	huge := append([]byte{packVersion}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)
+	if err := unpack(huge, func(Record) bool { return true }); err == nil {
+		t.Error("a length past the data was taken")
+	}
+	if err := unpack([]byte(`{"json":"from before packs"}`), func(Record) bool { return true }); err == nil {
+		t.Error("a message that is not a pack was read")
+	}
+}
+
+// TestPacksSplitAtTheirBound: messages whose payloads add up to more than
+// a pack holds are stored in several packs, and read back whole and in
+// order, a message larger than a pack alone in its own.
+func TestPacksSplitAtTheirBound(t *testing.T) {
+	h, reg := open(t, DefaultConfig())
+	sizes := []int{maxPackBytes / 3, maxPackBytes / 3, maxPackBytes / 3, maxPackBytes + 10, 10, maxPackBytes / 2}
+	h.mu.Lock() // the writer takes them all in one batch
+	for i, n := range sizes {
+		h.enqueue(entry{id: fmt.Sprint(i), topic: fmt.Sprintf("big/%d", i), at: time.Now(), payload: bytes.Repeat([]byte{byte('a' + i)}, n)})
+	}
+	h.mu.Unlock()
+	testkit.Eventually(t, func() bool { return h.written.Load() == uint64(len(sizes)) }, "written")
+	var got []string
+	if _, err := h.Replay(t.Context(), Query{Filters: []string{"big/#"}}, func(r Record) error {
+		if len(r.Payload) != sizes[len(got)] || strings.Trim(string(r.Payload), string(rune('a'+len(got)))) != "" {
+			t.Errorf("%s: %d bytes, want %d", r.Topic, len(r.Payload), sizes[len(got)])
+		}
+		got = append(got, r.Topic)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "big/0 big/1 big/2 big/3 big/4 big/5"; strings.Join(got, " ") != want {
+		t.Fatalf("replayed %v, want %s", got, want)
+	}
+	if m := metricValue(t, reg, "firehose_history_messages", ""); m != float64(len(sizes)) {
+		t.Fatalf("firehose_history_messages %v, want %d (messages, not packs)", m, len(sizes))
+	}
+	st, _ := h.st.state(t.Context())
+	if st.Msgs < 3 || st.Msgs >= uint64(len(sizes)) {
+		t.Fatalf("%d packs for %d messages, some too big to share one", st.Msgs, len(sizes))
+	}
+}
+
+// TestNumbersGoOnAcrossARestart: a reopened history numbers its messages
+// on from the stream's last pack, so that the messages it holds are
+// counted right.
+func TestNumbersGoOnAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	for round := 1; round <= 2; round++ {
+		h, reg := openIn(t, DefaultConfig(), dir)
+		for i := range 5 {
+			h.Record(&bus.Message{Topic: fmt.Sprintf("r%d/%d", round, i), Payload: []byte("1")})
+		}
+		testkit.Eventually(t, func() bool { return h.written.Load() == 5 }, "written")
+		if m := metricValue(t, reg, "firehose_history_messages", ""); m != float64(5*round) {
+			t.Fatalf("round %d: firehose_history_messages %v, want %d", round, m, 5*round)
+		}
+		if err := h.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPackSubjects: a pack's subject is its topics' first level when that
+// is a plain token; a replay asks for its filters' first levels, or every
+// pack for a wildcard first level.
+func TestPackSubjects(t *testing.T) {
+	for topic, want := range map[string]string{
+		"chef/org/n/status": "p.pack.chef", "ansible": "p.pack.ansible", "/a": "p.pack._",
+		"$SYS/broker/uptime": "p.pack._", "a.b/c": "p.pack._", "x%2F/y": "p.pack._",
+	} {
+		if got := packSubject("p", topic); got != want {
+			t.Errorf("%s: %s, want %s", topic, got, want)
+		}
+	}
+	for filters, want := range map[string]string{
+		"chef/+/+/status ansible/# chef/#": "p.pack.chef p.pack.ansible",
+		"chef/# +/x":                       "p.pack.>",
+		"#":                                "p.pack.>",
+		"$SYS/# a.b/#":                     "p.pack._",
+	} {
+		if got := strings.Join(packSubjects("p", strings.Fields(filters)), " "); got != want {
+			t.Errorf("%s: %s, want %s", filters, got, want)
+		}
+	}
+}
+
+// TestReplayKeepsTheOrderAcrossSources records messages of several sources
+// interleaved, in one batch: a replay of all of them has them in the order
+// recorded, and one of a source only its own.
+func TestReplayKeepsTheOrderAcrossSources(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	var all, chef []string
+	h.mu.Lock() // the writer takes them all in one batch
+	for i := range 30 {
+		topic := fmt.Sprintf("%s/%d", []string{"chef", "ansible", "chef", "gerrit", "a.b"}[i%5], i)
+		all = append(all, topic)
+		if strings.HasPrefix(topic, "chef/") {
+			chef = append(chef, topic)
+		}
+		h.enqueue(entry{id: fmt.Sprint(i), topic: topic, at: time.Now(), payload: []byte("1")})
+	}
+	h.mu.Unlock()
+	if got := replayTopics(t, h, Query{Filters: []string{"#"}}); strings.Join(got, " ") != strings.Join(all, " ") {
+		t.Fatalf("replayed %v\nwant %v", got, all)
+	}
+	if got := replayTopics(t, h, Query{Filters: []string{"chef/#", "a.b/#"}}); len(got) != len(chef)+6 || got[0] != "chef/0" || got[len(got)-1] != "a.b/29" {
+		t.Fatalf("replayed %v", got)
+	}
+}
