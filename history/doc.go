@@ -9,7 +9,10 @@
 // <subject_prefix>.pack.<their topics' first level> (pack.go says the
 // format), so that JetStream's cost per message and per subject is paid per
 // pack; a replay reads its filters' first levels and matches each message's
-// MQTT topic in process. Other readers of a sink's stream read
+// MQTT topic in process. Record packs a message as it comes, into a buffer
+// the writer hands back, and the writer compresses each pack (S2) when
+// that makes it smaller: the bus's JSON shrinks to a fifth or less, and
+// what is not stored nats-server need not copy, hash and write. Other readers of a sink's stream read
 // packs: the API is the way in.
 //
 // It must not cost the live path: Record is called in the broker's publish

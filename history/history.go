@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -54,21 +55,25 @@ type History struct {
 	bootID  string // makes ids of messages that came without one unique across restarts
 
 	mu sync.Mutex // orders the queue and the followers' buffers alike
-	// queue holds what waits to be written, at most cfg.QueueSize: a slice
-	// that the writer swaps for an empty one, so that it costs memory for
-	// what waits, not for the bound; queued tells the writer it is not empty.
-	queue    []entry
+	// queue holds what waits to be written, at most cfg.QueueSize
+	// messages, packed as they come (packQueue); the writer swaps it for
+	// an empty one. queued tells the writer it is not empty.
+	queue    packQueue
 	queued   chan struct{}
-	accepted uint64 // entries put in queue
+	accepted uint64 // messages put in queue
 	nextID   uint64
-	batches  uint64 // batches sent, the writer's: each has its reply subject
+	// packLimit bounds a pack's data: what the server's max_payload leaves
+	// (the writer's, read by Record).
+	packLimit atomic.Int64
+	batches   uint64 // batches sent, the writer's: each has its reply subject
 	// The writer's: the number of the next message stored (counted over the
 	// stream, so that its state counts messages: pack.go), whether it was
-	// read from the store yet, and the pack it builds.
+	// read from the store yet, the message it sends a pack in and the
+	// room it compresses packs in.
 	nextNumber atomic.Uint64
 	numbered   bool
-	pack       []byte
 	packMsg    *nats.Msg
+	compressed []byte
 	followers  map[*follower]struct{}
 	// nFollowers is len(followers), read without the lock.
 	nFollowers atomic.Int32
@@ -155,6 +160,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 	}
 	h.progress.Store(new(make(chan struct{})))
 	h.nextNumber.Store(1)
+	h.setPackLimit()
 	h.metrics = newMetrics(h)
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(h.metrics); err != nil {
@@ -188,40 +194,51 @@ func (h *History) Record(m *bus.Message) {
 }
 
 // RecordFields is Record for a message given by its parts, as a broker hook
-// has them: id, source and receivedAt (RFC 3339) may be empty.
+// has them: id, source and receivedAt (RFC 3339) may be empty. It copies
+// the message into the queue's buffer, and allocates nothing for it (but
+// for the live followers, when there are any): it runs on every publisher's
+// goroutine, at the broker's rate.
 func (h *History) RecordFields(topic string, payload []byte, id, source, receivedAt string) {
 	keep := h.Keeps(topic)
 	if !keep && h.nFollowers.Load() == 0 {
 		return // live followers get every message, kept or not
 	}
-	e := entry{id: id, topic: topic, source: source, received: receivedAt, payload: append([]byte(nil), payload...)}
+	e := entry{id: id, topic: topic, source: source, received: receivedAt, payload: payload}
 	if receivedAt == "" {
 		e.at = time.Now()
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e.id == "" {
-		h.nextID++
-		e.id = "h-" + h.bootID + "-" + strconv.FormatUint(h.nextID, 10)
+	gen := idGen{boot: h.bootID}
+	if id == "" {
+		h.nextID++ // under the lock: an atomic shared by every publisher costs more
+		gen.n = h.nextID
 	}
 	if keep {
-		h.enqueue(e)
+		h.enqueue(&e, gen)
 	}
-	for f := range h.followers {
-		f.offer(e)
+	if len(h.followers) > 0 {
+		// A follower keeps its entries: they get their own copy.
+		if e.id == "" {
+			e.id = gen.String()
+		}
+		e.payload = bytes.Clone(payload)
+		for f := range h.followers {
+			f.offer(e)
+		}
 	}
 }
 
-// enqueue queues e for the writer, or counts it as lost when the queue is
-// full. Called under h.mu.
-func (h *History) enqueue(e entry) {
-	if len(h.queue) >= h.cfg.QueueSize {
+// enqueue packs e into the queue for the writer, or counts it as lost when
+// the queue is full. Called under h.mu.
+func (h *History) enqueue(e *entry, gen idGen) {
+	if h.queue.msgs >= h.cfg.QueueSize {
 		h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", h.cfg.QueueSize))
 		return
 	}
-	h.queue = append(h.queue, e)
+	h.queue.add(e, gen, int(h.packLimit.Load()))
 	h.accepted++
-	if len(h.queue) == 1 {
+	if h.queue.msgs == 1 {
 		select {
 		case h.queued <- struct{}{}:
 		default: // the writer is told already
@@ -229,11 +246,25 @@ func (h *History) enqueue(e entry) {
 	}
 }
 
+// setPackLimit bounds packs by what the server takes (its max_payload, the
+// headers' room left), once the connection knows it.
+func (h *History) setPackLimit() {
+	limit := maxPackBytes - packHeaderRoom
+	if mp := int(h.st.nc.MaxPayload()); mp > 0 {
+		limit = min(maxPackBytes, mp-packHeaderRoom)
+	}
+	h.packLimit.Store(int64(limit))
+}
+
+// packHeaderRoom is what a pack leaves of the server's max_payload for its
+// headers.
+const packHeaderRoom = 1024
+
 // write is the writer: it takes what the queue holds, sends it to the
 // store in batches, and waits for each batch's acks.
 func (h *History) write() {
 	defer close(h.done)
-	var spare []entry
+	var spare packQueue
 	stopping, full := false, false
 	linger := time.NewTimer(0)
 	for {
@@ -256,34 +287,36 @@ func (h *History) write() {
 		}
 		h.mu.Lock()
 		taken := h.queue
-		h.queue = spare[:0]
+		h.queue = spare
 		h.mu.Unlock()
-		if len(taken) == 0 {
+		if taken.msgs == 0 {
+			spare = taken
 			if stopping {
 				return // what was queued at Close is written
 			}
 			continue
 		}
-		for start := 0; start < len(taken); start += maxBatch {
-			batch := taken[start:min(start+maxBatch, len(taken))]
-			h.send(batch)
-			h.written.Add(uint64(len(batch)))
+		for start := 0; start < len(taken.packs); {
+			end, n := start+1, taken.packs[start].msgs
+			for end < len(taken.packs) && n+taken.packs[end].msgs <= maxBatch {
+				n += taken.packs[end].msgs
+				end++
+			}
+			h.send(&taken, taken.packs[start:end])
+			h.written.Add(uint64(n))
 			close(*h.progress.Swap(new(make(chan struct{}))))
+			start = end
 		}
-		full = len(taken) >= maxBatch // more wait: no lingering
-		clear(taken)
-		spare = taken
-		if cap(spare) > 4*maxBatch {
-			spare = nil // a burst's backlog is let go
-		}
+		full = taken.msgs >= maxBatch // more wait: no lingering
+		spare = taken.emptied()
 	}
 }
 
-// send packs batch (one pack, or more when its payloads are large),
-// publishes the packs and waits for their acks, counting what was stored
-// and what was lost. The acks come to a reply subject of the batch's own
-// (acks), which costs a pack a fraction of nats.go's futures.
-func (h *History) send(batch []entry) {
+// send publishes the packs of q that batch holds and waits for their
+// acks, counting what was stored and what was lost. The acks come to a
+// reply subject of the batch's own (acks), which costs a pack a fraction
+// of nats.go's futures.
+func (h *History) send(q *packQueue, batch []queuedPack) {
 	if !h.numbered {
 		// Number the messages on from the stream's last pack, once the
 		// store answers (a sink's cluster may be down at Open).
@@ -292,55 +325,43 @@ func (h *History) send(batch []entry) {
 			h.numbered = true
 		}
 	}
+	h.setPackLimit()
 	h.batches++
 	reply, done := h.st.acks.expect(h.batches)
 	var (
 		lastErr error
-		counts  []int // messages per pack sent, in order
-		bytes   []int // their payload bytes
-		failed  int   // messages not stored
+		sent    []*queuedPack // the packs sent, in order
+		failed  int           // messages not stored
 		number  = h.nextNumber.Load()
 	)
-	limit := maxPackBytes
-	if mp := int(h.st.nc.MaxPayload()); mp > 0 {
-		limit = min(limit, mp-1024) // the headers' room: a pack must fit the server's max_payload
-	}
-	for start := 0; start < len(batch); {
-		end, size := start+1, packedSize(&batch[start])
-		for end < len(batch) && size+packedSize(&batch[end]) <= limit && samePackSubject(batch[start].topic, batch[end].topic) {
-			size += packedSize(&batch[end])
-			end++
-		}
-		h.pack = append(h.pack[:0], packVersion)
-		payload := 0
-		for i := start; i < end; i++ {
-			h.pack = appendPacked(h.pack, &batch[i])
-			payload += len(batch[i].payload)
-		}
-		n := end - start
-		h.packMsg.Subject = packSubject(h.cfg.SubjectPrefix, batch[start].topic)
-		h.packMsg.Data, h.packMsg.Reply = h.pack, reply
+	for i := range batch {
+		p := &batch[i]
+		h.packMsg.Subject = h.cfg.SubjectPrefix + ".pack." + p.token
+		h.packMsg.Data, h.packMsg.Reply = compressPack(&h.compressed, q.data(p)), reply
 		h.packMsg.Header[headerPackFirst][0] = strconv.FormatUint(number, 10)
-		h.packMsg.Header[headerPackCount][0] = strconv.Itoa(n)
+		h.packMsg.Header[headerPackCount][0] = strconv.Itoa(p.msgs)
 		if err := h.st.nc.PublishMsg(h.packMsg); err != nil {
-			failed, lastErr = failed+n, err
+			failed, lastErr = failed+p.msgs, err
 		} else {
-			counts, bytes = append(counts, n), append(bytes, payload)
-			number += uint64(n)
+			sent = append(sent, p)
+			number += uint64(p.msgs)
 		}
-		start = end
 	}
-	stored, refused, why := h.st.acks.wait(len(counts), done, storeTimeout)
+	h.packMsg.Data = nil // the queue's buffer is reused
+	if cap(h.compressed) > maxSpareBytes {
+		h.compressed = nil
+	}
+	stored, refused, why := h.st.acks.wait(len(sent), done, storeTimeout)
 	storedMsgs, storedBytes := 0, 0
-	for i, n := range counts {
+	for i, p := range sent {
 		if i < stored {
 			// The acked packs are taken to be the first ones: JetStream
 			// stores a connection's packs in order, and a failure ends
 			// with the rest failing too (the stream is gone, the store
 			// full or down).
-			storedMsgs, storedBytes = storedMsgs+n, storedBytes+bytes[i]
+			storedMsgs, storedBytes = storedMsgs+p.msgs, storedBytes+p.payload
 		} else {
-			failed += n
+			failed += p.msgs
 		}
 	}
 	h.nextNumber.Add(uint64(storedMsgs))
@@ -367,7 +388,7 @@ func (h *History) send(batch []entry) {
 func (h *History) waiting() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.queue)
+	return h.queue.msgs
 }
 
 // lost counts n messages left out of the history and marks it degraded,

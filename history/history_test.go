@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -74,9 +75,12 @@ func TestRetentionBySize(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxBytes = bytesize.MiB
 	h, reg := open(t, cfg)
-	payload := []byte(`"` + strings.Repeat("x", 4000) + `"`)
 	const n = 600 // about 2.4 MB
+	random := rand.NewChaCha8([32]byte{})
 	for i := range n {
+		// Random bytes: packs are compressed, and these stay their size.
+		payload := make([]byte, 4000)
+		_, _ = random.Read(payload)
 		h.Record(&bus.Message{Topic: fmt.Sprintf("test/%d", i), Payload: payload})
 	}
 	testkit.Eventually(t, func() bool { return h.written.Load() == n }, "%d messages written", n)

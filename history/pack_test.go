@@ -3,9 +3,12 @@ package history
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 
 	"github.com/opsfirehose/firehose/bus"
 	"github.com/opsfirehose/firehose/internal/testkit"
@@ -24,7 +27,7 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 	b := []byte{packVersion}
 	for i := range in {
-		b = appendPacked(b, &in[i])
+		b = appendPacked(b, &in[i], idGen{})
 	}
 	var got []Record
 	if err := unpack(b, func(r Record) bool { got = append(got, r); return true }); err != nil {
@@ -51,7 +54,7 @@ func TestPackRoundTrip(t *testing.T) {
 // error, never a panic or a length taken on trust.
 func TestUnpackRefusesWhatItCannotRead(t *testing.T) {
 	e := entry{id: "i", topic: "a/b", payload: []byte("payload")}
-	good := appendPacked([]byte{packVersion}, &e)
+	good := appendPacked([]byte{packVersion}, &e, idGen{})
 	for i := range len(good) - 1 {
 		if err := unpack(good[:i], func(Record) bool { return true }); err == nil {
 			t.Errorf("%d of %d bytes read without error", i, len(good))
@@ -74,7 +77,7 @@ func TestPacksSplitAtTheirBound(t *testing.T) {
 	sizes := []int{maxPackBytes / 3, maxPackBytes / 3, maxPackBytes / 3, maxPackBytes + 10, 10, maxPackBytes / 2}
 	h.mu.Lock() // the writer takes them all in one batch
 	for i, n := range sizes {
-		h.enqueue(entry{id: fmt.Sprint(i), topic: fmt.Sprintf("big/%d", i), at: time.Now(), payload: bytes.Repeat([]byte{byte('a' + i)}, n)})
+		h.enqueue(&entry{id: fmt.Sprint(i), topic: fmt.Sprintf("big/%d", i), at: time.Now(), payload: bytes.Repeat([]byte{byte('a' + i)}, n)}, idGen{})
 	}
 	h.mu.Unlock()
 	testkit.Eventually(t, func() bool { return h.written.Load() == uint64(len(sizes)) }, "written")
@@ -157,7 +160,7 @@ func TestReplayKeepsTheOrderAcrossSources(t *testing.T) {
 		if strings.HasPrefix(topic, "chef/") {
 			chef = append(chef, topic)
 		}
-		h.enqueue(entry{id: fmt.Sprint(i), topic: topic, at: time.Now(), payload: []byte("1")})
+		h.enqueue(&entry{id: fmt.Sprint(i), topic: topic, at: time.Now(), payload: []byte("1")}, idGen{})
 	}
 	h.mu.Unlock()
 	if got := replayTopics(t, h, Query{Filters: []string{"#"}}); strings.Join(got, " ") != strings.Join(all, " ") {
@@ -165,5 +168,63 @@ func TestReplayKeepsTheOrderAcrossSources(t *testing.T) {
 	}
 	if got := replayTopics(t, h, Query{Filters: []string{"chef/#", "a.b/#"}}); len(got) != len(chef)+6 || got[0] != "chef/0" || got[len(got)-1] != "a.b/29" {
 		t.Fatalf("replayed %v", got)
+	}
+}
+
+// TestCompressedPacks: a pack of JSON is stored compressed and read back as
+// it went in; one that would not shrink, or that is larger than a pack
+// holds, is stored as it is; a compressed pack that claims more than a pack
+// holds, or is cut short, is refused without decompressing it.
+func TestCompressedPacks(t *testing.T) {
+	var in []entry
+	pack := []byte{packVersion}
+	for i := range 50 {
+		in = append(in, entry{id: fmt.Sprint(i), topic: "ansible/playbook/x/task/h/ok", source: "ansible",
+			received: "2026-11-28T05:00:00Z", payload: fmt.Appendf(nil, `{"task":"install %d","host":"web-%d","status":"ok"}`, i, i%7)})
+		pack = appendPacked(pack, &in[i], idGen{})
+	}
+	var buf []byte
+	z := compressPack(&buf, pack)
+	if z[0] != packVersionS2 || len(z) > len(pack)/2 {
+		t.Fatalf("version %d, %d bytes from %d: JSON is not compressed", z[0], len(z), len(pack))
+	}
+	var got []Record
+	if err := unpack(z, func(r Record) bool { got = append(got, r); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("%d records back from %d", len(got), len(in))
+	}
+	for i, e := range in {
+		if got[i].ID != e.id || got[i].Topic != e.topic || !bytes.Equal(got[i].Payload, e.payload) || !got[i].Time.Equal(e.time()) {
+			t.Errorf("%d: %+v, want %+v", i, got[i], e)
+		}
+	}
+
+	random := make([]byte, 2000)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(random)
+	raw := appendPacked([]byte{packVersion}, &entry{id: "r", topic: "a", payload: random}, idGen{})
+	if z := compressPack(&buf, raw); !bytes.Equal(z, raw) {
+		t.Error("random bytes were stored compressed, larger")
+	}
+	big := appendPacked([]byte{packVersion}, &entry{id: "b", topic: "a", payload: make([]byte, maxPackBytes)}, idGen{})
+	if z := compressPack(&buf, big); !bytes.Equal(z, big) {
+		t.Error("a pack larger than a pack holds was compressed: it could not be read back")
+	}
+
+	// A small block that decompresses to more than a pack holds (a pack
+	// of one message of maxPackBytes zeros, which the writer stores
+	// uncompressed) is refused before it is decompressed.
+	bomb := append([]byte{packVersionS2}, s2.Encode(nil, big[1:])...)
+	if len(bomb) > maxPackBytes/100 {
+		t.Fatalf("the bomb is %d bytes", len(bomb))
+	}
+	if err := unpack(bomb, func(Record) bool { return true }); err == nil {
+		t.Error("a pack decompressing to more than a pack holds was read")
+	}
+	for i := 1; i < len(z); i += 7 {
+		if err := unpack(z[:i], func(Record) bool { return true }); err == nil {
+			t.Errorf("%d of %d compressed bytes read without error", i, len(z))
+		}
 	}
 }

@@ -9,7 +9,11 @@
 // each on its own loopback ports and data directory; the load generator
 // shares the machine with them in both modes alike.
 //
-//	go run ./bench/history [-rounds 3] [-posts 6000] [-msgs 10000]
+//	go run ./bench/history [-rounds 3] [-posts 6000] [-msgs 100000] [-payload-kind json|text|random]
+//
+// The history compresses what it stores, so what the payloads hold
+// matters: -payload-kind json (the default) varies a Chef status's node,
+// run id and times from message to message; random is the worst case.
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,18 +43,19 @@ import (
 
 // params are the benchmark's knobs.
 type params struct {
-	Rounds   int // measurements of each mode, alternating
-	Posts    int // Ansible task events POSTed per intake measurement
-	Senders  int // concurrent HTTP senders
-	Msgs     int // QoS 1 messages per MQTT publisher per broker measurement
-	Pubs     int // MQTT publishers
-	Inflight int // each publisher's window of unacknowledged messages
-	Payload  int // MQTT payload bytes
+	Rounds   int    // measurements of each mode, alternating
+	Posts    int    // Ansible task events POSTed per intake measurement
+	Senders  int    // concurrent HTTP senders
+	Msgs     int    // QoS 1 messages per MQTT publisher per broker measurement
+	Pubs     int    // MQTT publishers
+	Inflight int    // each publisher's window of unacknowledged messages
+	Payload  int    // MQTT payload bytes
+	Kind     string // what the MQTT payloads hold: payloadKinds
 	JSON     bool
 }
 
 func defaultParams() params {
-	return params{Rounds: 3, Posts: 6000, Senders: 8, Msgs: 10000, Pubs: 4, Inflight: 64, Payload: 512}
+	return params{Rounds: 3, Posts: 6000, Senders: 8, Msgs: 100000, Pubs: 4, Inflight: 64, Payload: 512, Kind: "json"}
 }
 
 func main() { os.Exit(realMain()) }
@@ -64,9 +70,14 @@ func realMain() int {
 	fs.IntVar(&p.Pubs, "pubs", p.Pubs, "MQTT publishers")
 	fs.IntVar(&p.Inflight, "inflight", p.Inflight, "each publisher's window of unacknowledged messages")
 	fs.IntVar(&p.Payload, "payload", p.Payload, "MQTT payload bytes")
+	fs.StringVar(&p.Kind, "payload-kind", p.Kind, "what the MQTT payloads hold: json (a Chef status whose node, run id and times vary from message to message), text (one repeated alphabet, which compresses to nothing) or random (new random bytes each, which do not compress: the history's worst case)")
 	fs.BoolVar(&p.JSON, "json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (both bridges and the load) to `file`")
 	_ = fs.Parse(os.Args[1:])
+	if _, ok := payloadKinds[p.Kind]; !ok {
+		fmt.Fprintf(os.Stderr, "bench/history: -payload-kind %q: want json, text or random\n", p.Kind)
+		return 2
+	}
 	if p.Rounds < 1 || p.Posts < p.Senders || p.Senders < 1 || p.Msgs < 1 || p.Pubs < 1 || p.Inflight < 1 || p.Payload < mqttload.MinPayload {
 		fmt.Fprintln(os.Stderr, "bench/history: every count must be positive, posts at least senders, payload at least", mqttload.MinPayload)
 		return 2
@@ -108,7 +119,7 @@ func (r *report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  %-40s off %9.0f msgs/s   on %9.0f msgs/s   on/off %.2fx  %s\n", what, off, on, ratio, verdict)
 	}
 	row(fmt.Sprintf("intake (HTTP, %d senders, Ansible events)", r.Params.Senders), r.Intake)
-	row(fmt.Sprintf("broker (MQTT QoS 1, %d pubs x %d window)", r.Params.Pubs, r.Params.Inflight), r.Broker)
+	row(fmt.Sprintf("broker (MQTT QoS 1, %d pubs x %d window, %d B %s)", r.Params.Pubs, r.Params.Inflight, r.Params.Payload, r.Params.Kind), r.Broker)
 	// Rounds measure both modes back to back: the ratio within each round
 	// is steadier than the ratio of medians when the machine's load moves.
 	paired := func(xs map[string][]float64) float64 {
@@ -148,11 +159,16 @@ func run(ctx context.Context, p params, progress io.Writer) (*report, error) {
 		cfg.Broker.Users = []credentials.User{{Username: "bench", PasswordHash: string(hash), Publish: []string{"#"}}}
 		cfg.Dashboard.Enabled = false // measured elsewhere (bench/dashboard)
 		cfg.History.Enabled = mode == "on"
-		b, err := app.New(ctx, cfg, zerolog.Nop())
+		// The bridge's goroutines carry the label mode=<mode> (goroutines
+		// inherit their creator's labels), so that -cpuprofile tells the
+		// two apart: go tool pprof -tagfocus mode=on.
+		var b *app.Bridge
+		pprof.Do(ctx, pprof.Labels("mode", mode), func(ctx context.Context) {
+			if b, err = app.New(ctx, cfg, zerolog.Nop()); err == nil {
+				err = b.Start(ctx)
+			}
+		})
 		if err != nil {
-			return nil, err
-		}
-		if err := b.Start(ctx); err != nil {
 			return nil, err
 		}
 		defer b.Close(context.Background())
@@ -264,7 +280,11 @@ func brokerLoad(ctx context.Context, addr string, p params, runID uint32) (float
 			return 0, err
 		}
 		defer c.Close()
-		c.SetPublishTemplate(fmt.Sprintf("bench/history/%d", i), mqttload.NewPayload(p.Payload, i, runID))
+		payload, spans := payloadKinds[p.Kind](p.Payload, i, runID)
+		c.SetPublishTemplate(fmt.Sprintf("bench/history/%d", i), payload)
+		if spans != nil {
+			c.SetPublishRandom(uint64(runID)<<32|uint64(i+1), spans...)
+		}
 		pubs[i] = mqttload.NewPublisher(c, 1, p.Inflight, false)
 	}
 	counted := mqttload.NewCounted(pubs, p.Msgs)
@@ -315,4 +335,45 @@ func moduleFile(rel string) string {
 		return rel
 	}
 	return root + "/" + rel
+}
+
+// payloadKinds make a publisher's template of size bytes and the spans of
+// it that each message fills anew (nil: none; empty: all but the header).
+var payloadKinds = map[string]func(size, pub int, runID uint32) ([]byte, [][2]int){
+	"text": func(size, pub int, runID uint32) ([]byte, [][2]int) {
+		return mqttload.NewPayload(size, pub, runID), nil
+	},
+	"random": func(size, pub int, runID uint32) ([]byte, [][2]int) {
+		return mqttload.NewPayload(size, pub, runID), [][2]int{}
+	},
+	"json": jsonPayload,
+}
+
+// jsonPayload is a Chef node's status after the payload's header, cut or
+// padded to size; the X runs vary with each message.
+func jsonPayload(size, pub int, runID uint32) ([]byte, [][2]int) {
+	const status = `{"node":"web-XXXXXXXXXXXX.example.org","org":"chef","run_id":"XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX",` +
+		`"status":"success","start_time":"2026-11-28T05:XX:XX.XXXZ","end_time":"2026-11-28T05:XX:XX.XXXZ",` +
+		`"updated_resources":12,"total_resources":340,"environment":"production","policy_group":"prod",` +
+		`"policy_name":"web","chef_version":"18.5.0","platform":"ubuntu","platform_version":"22.04",` +
+		`"cookbooks":["base","nginx","ssh","users","ntp","monitoring","logrotate","sysctl"],"tags":[]}`
+	payload := mqttload.NewPayload(size, pub, runID)
+	body := payload[mqttload.MinPayload:]
+	n := copy(body, status)
+	for i := n; i < len(body); i++ {
+		body[i] = ' '
+	}
+	var spans [][2]int
+	for i := 0; i < n; i++ {
+		if body[i] != 'X' {
+			continue
+		}
+		j := i
+		for j < n && body[j] == 'X' {
+			j++
+		}
+		spans = append(spans, [2]int{mqttload.MinPayload + i, mqttload.MinPayload + j})
+		i = j
+	}
+	return payload, spans
 }

@@ -70,9 +70,13 @@ type Client struct {
 
 	keepAlive time.Duration
 
-	// publish template, owned by the writer goroutine after start.
+	// publish template, owned by the writer goroutine after start;
+	// pubRandom is the state of the random bytes that fill the template's
+	// tail for each message (0: the tail stays as it is).
 	pubTopic   string
 	pubPayload []byte
+	pubRandom  uint64
+	pubSpans   [][2]int // where the random bytes go, as hex; nil: the whole tail, as bytes
 
 	// OnPublish is called for each PUBLISH received, on the reader
 	// goroutine, with now the UnixNano of its processing; topic and payload
@@ -480,6 +484,9 @@ func (c *Client) encode(m outMsg) error {
 		p := c.pubPayload
 		binary.LittleEndian.PutUint64(p[0:], uint64(time.Now().UnixNano()))
 		binary.LittleEndian.PutUint64(p[8:], m.seq)
+		if c.pubRandom != 0 {
+			c.fillRandom(p)
+		}
 		return c.encodePublish(c.pubTopic, p, m.qos, false, m.pid)
 	case outMessage:
 		return c.encodePublish(m.topic, m.payload, m.qos, m.retain, m.pid)
@@ -538,6 +545,43 @@ func (c *Client) encodePublish(topic string, payload []byte, qos byte, retain bo
 func (c *Client) SetPublishTemplate(topic string, payload []byte) {
 	c.pubTopic = topic
 	c.pubPayload = payload
+}
+
+// SetPublishRandom makes Publish fill part of the template with new
+// pseudo-random bytes for each message, seeded by seed: with no spans, all
+// its bytes after the header (MinPayload), so that payloads do not
+// compress; with spans ([start, end) offsets in the template, at or past
+// MinPayload), those bytes, as hex digits, as the ids and times that vary from one JSON
+// message to the next. Call it before Start.
+func (c *Client) SetPublishRandom(seed uint64, spans ...[2]int) {
+	c.pubRandom, c.pubSpans = seed|1, spans
+}
+
+// fillRandom fills p's random parts with xorshift64 bytes: cheap next to a
+// publish.
+func (c *Client) fillRandom(p []byte) {
+	x := c.pubRandom
+	next := func() uint64 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return x
+	}
+	if c.pubSpans == nil {
+		b := p[MinPayload:]
+		for ; len(b) >= 8; b = b[8:] {
+			binary.LittleEndian.PutUint64(b, next())
+		}
+		for i := range b {
+			b[i] = byte(next())
+		}
+	}
+	for _, sp := range c.pubSpans {
+		for i := sp[0]; i < sp[1]; i++ {
+			p[i] = "0123456789abcdef"[next()&15]
+		}
+	}
+	c.pubRandom = x
 }
 
 // Publish queues one PUBLISH of the template with the given sequence
