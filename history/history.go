@@ -59,6 +59,7 @@ type History struct {
 	// messages, packed as they come (packQueue); the writer swaps it for
 	// an empty one. queued tells the writer it is not empty.
 	queue    packQueue
+	free     packBuffers // the buffers of written packs, for Record
 	queued   chan struct{}
 	accepted uint64 // messages put in queue
 	nextID   uint64
@@ -217,15 +218,21 @@ func (h *History) RecordFields(topic string, payload []byte, id, source, receive
 	if keep {
 		h.enqueue(&e, gen)
 	}
-	if len(h.followers) > 0 {
-		// A follower keeps its entries: they get their own copy.
-		if e.id == "" {
-			e.id = gen.String()
+	copied := false
+	for f := range h.followers {
+		if !matchAny(f.filters, topic) {
+			continue
 		}
-		e.payload = bytes.Clone(payload)
-		for f := range h.followers {
-			f.offer(e)
+		if !copied {
+			// Followers keep their entries: they share a copy, made
+			// only for a message one of them wants (the dashboard
+			// follows Ansible and ConfigDB, not Chef's large runs).
+			if e.id == "" {
+				e.id = gen.String()
+			}
+			e.payload, copied = bytes.Clone(payload), true
 		}
+		f.offer(e)
 	}
 }
 
@@ -236,7 +243,7 @@ func (h *History) enqueue(e *entry, gen idGen) {
 		h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", h.cfg.QueueSize))
 		return
 	}
-	h.queue.add(e, gen, int(h.packLimit.Load()))
+	h.queue.add(e, gen, int(h.packLimit.Load()), &h.free)
 	h.accepted++
 	if h.queue.msgs == 1 {
 		select {
@@ -302,21 +309,23 @@ func (h *History) write() {
 				n += taken.packs[end].msgs
 				end++
 			}
-			h.send(&taken, taken.packs[start:end])
+			h.send(taken.packs[start:end])
 			h.written.Add(uint64(n))
 			close(*h.progress.Swap(new(make(chan struct{}))))
 			start = end
 		}
 		full = taken.msgs >= maxBatch // more wait: no lingering
-		spare = taken.emptied()
+		h.mu.Lock()
+		spare = taken.emptied(&h.free)
+		h.mu.Unlock()
 	}
 }
 
-// send publishes the packs of q that batch holds and waits for their
+// send publishes the packs of batch and waits for their
 // acks, counting what was stored and what was lost. The acks come to a
 // reply subject of the batch's own (acks), which costs a pack a fraction
 // of nats.go's futures.
-func (h *History) send(q *packQueue, batch []queuedPack) {
+func (h *History) send(batch []queuedPack) {
 	if !h.numbered {
 		// Number the messages on from the stream's last pack, once the
 		// store answers (a sink's cluster may be down at Open).
@@ -337,7 +346,7 @@ func (h *History) send(q *packQueue, batch []queuedPack) {
 	for i := range batch {
 		p := &batch[i]
 		h.packMsg.Subject = h.cfg.SubjectPrefix + ".pack." + p.token
-		h.packMsg.Data, h.packMsg.Reply = compressPack(&h.compressed, q.data(p)), reply
+		h.packMsg.Data, h.packMsg.Reply = compressPack(&h.compressed, p.data), reply
 		h.packMsg.Header[headerPackFirst][0] = strconv.FormatUint(number, 10)
 		h.packMsg.Header[headerPackCount][0] = strconv.Itoa(p.msgs)
 		if err := h.st.nc.PublishMsg(h.packMsg); err != nil {
@@ -348,7 +357,7 @@ func (h *History) send(q *packQueue, batch []queuedPack) {
 		}
 	}
 	h.packMsg.Data = nil // the queue's buffer is reused
-	if cap(h.compressed) > maxSpareBytes {
+	if cap(h.compressed) > 2*maxPackBytes {
 		h.compressed = nil
 	}
 	stored, refused, why := h.st.acks.wait(len(sent), done, storeTimeout)

@@ -140,62 +140,89 @@ func (g idGen) String() string { return string(g.append(nil)) }
 
 // packQueue holds the messages waiting for the writer packed already, as
 // they came, so that recording one costs a copy into a buffer that the
-// writer hands back, not an allocation of its own that the writer then
-// copies into a pack: buf holds the packs' data back to back, packs says
-// where each is.
+// writer hands back (packBuffers), not an allocation of its own that the
+// writer then copies into a pack.
 type packQueue struct {
-	buf   []byte
 	packs []queuedPack
 	msgs  int
 }
 
 // queuedPack is one pack of a packQueue.
 type queuedPack struct {
-	start, end int    // buf[start:end] is its data
-	msgs       int    // messages in it
-	payload    int    // their payload bytes
-	token      string // their topics' first level (sourceToken)
+	data    []byte // a version byte, then its records
+	msgs    int    // messages in it
+	payload int    // their payload bytes
+	token   string // their topics' first level (sourceToken)
 }
 
-// add packs e on to the last pack, or starts a pack when the last one is
-// of another first level (packSubject), holds maxBatch messages, or would
-// outgrow limit bytes (a message larger than limit is a pack alone).
-func (q *packQueue) add(e *entry, gen idGen, limit int) {
+// add packs e on to the last pack, or starts a pack in a buffer of free
+// when the last one is of another first level (packSubject), holds
+// maxBatch messages, or would outgrow limit bytes (a message larger than
+// limit is a pack alone).
+func (q *packQueue) add(e *entry, gen idGen, limit int, free *packBuffers) {
 	token := sourceToken(e.topic)
+	size := packedSize(e)
 	if n := len(q.packs); n == 0 || q.packs[n-1].token != token || q.packs[n-1].msgs >= maxBatch ||
-		q.packs[n-1].end-q.packs[n-1].start+packedSize(e) > limit {
-		q.buf = append(q.buf, packVersion)
-		q.packs = append(q.packs, queuedPack{start: len(q.buf) - 1, token: token})
+		len(q.packs[n-1].data)+size > limit {
+		q.packs = append(q.packs, queuedPack{data: append(free.get(1+size), packVersion), token: token})
 	}
 	p := &q.packs[len(q.packs)-1]
-	q.buf = appendPacked(q.buf, e, gen)
-	p.end = len(q.buf)
+	p.data = appendPacked(p.data, e, gen)
 	p.msgs++
 	p.payload += len(e.payload)
 	q.msgs++
 }
 
-// data is pack p's data.
-func (q *packQueue) data(p *queuedPack) []byte { return q.buf[p.start:p.end] }
-
-// emptied is q emptied for reuse, or let go when a burst made it large: an
-// idle history keeps little memory.
-func (q packQueue) emptied() packQueue {
-	clear(q.packs) // their tokens keep topics alive
-	if cap(q.buf) > maxSpareBytes {
-		q.buf = nil
+// emptied is q emptied for reuse (its packs' buffers given to free
+// first), or let go when a burst made it large.
+func (q packQueue) emptied(free *packBuffers) packQueue {
+	for i := range q.packs {
+		free.put(q.packs[i].data)
 	}
+	clear(q.packs) // their tokens keep topics alive
 	if cap(q.packs) > maxSparePacks {
 		q.packs = nil
 	}
-	return packQueue{buf: q.buf[:0], packs: q.packs[:0]}
+	return packQueue{packs: q.packs[:0]}
 }
 
-// What an emptied packQueue keeps for reuse at most.
+// packBuffers are the buffers of written packs, for packs to come: a pack's
+// buffer grows to what it holds once, not each time, so that recording a
+// message allocates nothing, even a large one (a Chef run of 260 KB), and
+// the garbage collector is not paced by the history.
+type packBuffers struct {
+	bufs  [][]byte
+	bytes int // their capacity
+}
+
+// Bounds of the buffers kept.
 const (
-	maxSpareBytes = 4 * maxPackBytes
+	minPackBuffer = 64 << 10
+	maxFreeBytes  = 8 * maxPackBytes
 	maxSparePacks = 4096
 )
+
+// get returns an empty buffer, one of those kept if there is one.
+func (f *packBuffers) get(size int) []byte {
+	if n := len(f.bufs); n > 0 {
+		b := f.bufs[n-1]
+		f.bufs[n-1], f.bufs = nil, f.bufs[:n-1]
+		f.bytes -= cap(b)
+		return b[:0]
+	}
+	return make([]byte, 0, max(size, minPackBuffer))
+}
+
+// put keeps b for a pack to come, unless it is larger than a pack or the
+// buffers kept would be more than maxFreeBytes: an idle history keeps
+// little memory.
+func (f *packBuffers) put(b []byte) {
+	if cap(b) > maxPackBytes+maxPackBytes/4 || f.bytes+cap(b) > maxFreeBytes {
+		return
+	}
+	f.bufs = append(f.bufs, b)
+	f.bytes += cap(b)
+}
 
 // compressPack returns pack (version 1) compressed (version 2) in buf's
 // room, or pack itself when that is not smaller, or when pack is larger

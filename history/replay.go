@@ -75,11 +75,9 @@ type follower struct {
 	wake    chan struct{}
 }
 
-// offer queues e if it matches; called under History.mu, it never blocks.
+// offer queues e, which f's filters match; called under History.mu, it
+// never blocks.
 func (f *follower) offer(e entry) {
-	if !matchAny(f.filters, e.topic) {
-		return
-	}
 	f.mu.Lock()
 	switch {
 	case f.behind:
