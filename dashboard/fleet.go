@@ -136,6 +136,7 @@ func parseNode(topic, org, name string, payload []byte, now time.Time) (*Node, b
 		n.Status = "unknown"
 	}
 	n.end, _ = time.Parse(time.RFC3339, n.EndTime)
+	n.end = n.end.UTC() // one zone for all: a time with an offset holds a zone of its own
 	if n.end.IsZero() {
 		n.end = now
 	}
@@ -148,27 +149,28 @@ func parseNode(topic, org, name string, payload []byte, now time.Time) (*Node, b
 // more than everything else.
 type fleet struct {
 	mu      sync.Mutex
-	nodes   map[string]*Node
-	sorted  order // failures first, newest first, then by name
+	nodes   map[string]*nodeRec // by topic
+	sorted  order               // failures first, newest first, then by name
 	orgs    map[string]int
 	groups  map[string]int
 	version uint64
-	// interned holds the strings nodes share (see intern).
-	interned map[string]string
 }
 
 func newFleet() *fleet {
-	return &fleet{nodes: map[string]*Node{}, orgs: map[string]int{}, groups: map[string]int{}, interned: map[string]string{}}
+	return &fleet{nodes: map[string]*nodeRec{}, orgs: map[string]int{}, groups: map[string]int{}}
 }
 
-// count adds d to the node counts of n's org and policy group.
-func (f *fleet) count(n *Node, d int) {
+// count adds d to the node counts of r's org and policy group.
+func (f *fleet) count(r *nodeRec, d int) {
 	for _, c := range []struct {
 		m map[string]int
 		k string
-	}{{f.orgs, n.Org}, {f.groups, n.PolicyGroup}} {
+	}{{f.orgs, r.field(fieldOrg)}, {f.groups, r.field(fieldPolicyGroup)}} {
 		if c.k == "" {
 			continue
+		}
+		if _, ok := c.m[c.k]; !ok {
+			c.k = strings.Clone(c.k) // a key would keep its node's strings alive
 		}
 		if c.m[c.k] += d; c.m[c.k] <= 0 {
 			delete(c.m, c.k)
@@ -177,17 +179,17 @@ func (f *fleet) count(n *Node, d int) {
 }
 
 // before is the display order.
-func before(a, b *Node) bool {
-	if ra, rb := statusRank(a.Status), statusRank(b.Status); ra != rb {
+func before(a, b *nodeRec) bool {
+	if ra, rb := statusRank(a.field(fieldStatus)), statusRank(b.field(fieldStatus)); ra != rb {
 		return ra < rb
 	}
-	if !a.end.Equal(b.end) {
-		return a.end.After(b.end)
+	if a.end != b.end {
+		return a.end > b.end
 	}
-	if a.Name != b.Name {
-		return a.Name < b.Name
+	if an, bn := a.field(fieldName), b.field(fieldName); an != bn {
+		return an < bn
 	}
-	return a.Topic < b.Topic
+	return a.field(fieldTopic) < b.field(fieldTopic)
 }
 
 // set records a node's status; a nil node deletes it (a cleared retained message).
@@ -202,44 +204,14 @@ func (f *fleet) set(topic string, n *Node) {
 		return
 	}
 	if n != nil {
-		f.intern(n)
-		// The topic comes from the broker, where it may share the memory
-		// of the whole packet it arrived in (mochi decodes without a copy):
-		// kept as it is, every node would hold its last status's packet.
-		n.Topic, n.Name = strings.Clone(topic), strings.Clone(n.Name)
-		topic = n.Topic
-		f.nodes[topic] = n
-		f.count(n, 1)
-		f.sorted.insert(n)
+		n.Topic = topic
+		r := newNodeRec(n)
+		f.nodes[r.field(fieldTopic)] = r
+		f.count(r, 1)
+		f.sorted.insert(r)
 	}
 	f.version++
 }
-
-// intern shares the strings that most nodes of a fleet have in common (an
-// organisation, a status, a policy, a Chef version, a failing cookbook and
-// its owner) with every other node that has them, so that the view of a
-// fleet of 100,000 holds each once rather than 100,000 times. The table is
-// bounded: past maxInterned strings it starts again (a fleet whose every
-// node has its own policy gains nothing from it).
-func (f *fleet) intern(n *Node) {
-	for _, s := range []*string{&n.Org, &n.Status, &n.PolicyName, &n.PolicyGroup, &n.ChefVersion, &n.ErrorClass, &n.FailedCookbook, &n.Owner} {
-		if *s == "" {
-			continue
-		}
-		if shared, ok := f.interned[*s]; ok {
-			*s = shared
-			continue
-		}
-		if len(f.interned) >= maxInterned {
-			clear(f.interned)
-		}
-		*s = strings.Clone(*s) // it may share a packet's memory (see set)
-		f.interned[*s] = *s
-	}
-}
-
-// maxInterned bounds the fleet's table of shared strings.
-const maxInterned = 4096
 
 // defaultChunk is the most nodes an order's chunk holds.
 const defaultChunk = 512
@@ -251,13 +223,13 @@ const defaultChunk = 512
 // (issue 25: CPU per converge must not grow with the fleet). Nodes are
 // told apart by before, which orders any two distinct topics.
 type order struct {
-	chunks [][]*Node // none empty
+	chunks [][]*nodeRec // none empty
 	n      int
 	chunk  int
 }
 
 // find returns the chunk where n is or would go, and its place there.
-func (o *order) find(n *Node) (c, i int) {
+func (o *order) find(n *nodeRec) (c, i int) {
 	c = sort.Search(len(o.chunks), func(i int) bool { ch := o.chunks[i]; return !before(ch[len(ch)-1], n) })
 	if c == len(o.chunks) {
 		if c == 0 {
@@ -269,20 +241,20 @@ func (o *order) find(n *Node) (c, i int) {
 	return c, sort.Search(len(ch), func(i int) bool { return !before(ch[i], n) })
 }
 
-func (o *order) insert(n *Node) {
+func (o *order) insert(n *nodeRec) {
 	limit := o.chunk
 	if limit <= 0 {
 		limit = defaultChunk
 	}
 	o.n++
 	if len(o.chunks) == 0 {
-		o.chunks = append(o.chunks, append(make([]*Node, 0, limit), n))
+		o.chunks = append(o.chunks, append(make([]*nodeRec, 0, limit), n))
 		return
 	}
 	c, i := o.find(n)
 	ch := slices.Insert(o.chunks[c], i, n)
 	if len(ch) > limit { // split in two halves
-		tail := append(make([]*Node, 0, limit), ch[len(ch)/2:]...)
+		tail := append(make([]*nodeRec, 0, limit), ch[len(ch)/2:]...)
 		clear(ch[len(ch)/2:])
 		ch = ch[:len(ch)/2]
 		o.chunks = slices.Insert(o.chunks, c+1, tail)
@@ -291,7 +263,7 @@ func (o *order) insert(n *Node) {
 }
 
 // remove takes n out; false when it is not there.
-func (o *order) remove(n *Node) bool {
+func (o *order) remove(n *nodeRec) bool {
 	if len(o.chunks) == 0 {
 		return false
 	}
@@ -313,8 +285,8 @@ func (o *order) remove(n *Node) bool {
 func (o *order) len() int { return o.n }
 
 // all yields the nodes in order.
-func (o *order) all() iter.Seq[*Node] {
-	return func(yield func(*Node) bool) {
+func (o *order) all() iter.Seq[*nodeRec] {
+	return func(yield func(*nodeRec) bool) {
 		for _, ch := range o.chunks {
 			for _, n := range ch {
 				if !yield(n) {
@@ -367,25 +339,26 @@ func (f *fleet) query(q FleetQuery) FleetPage {
 	page := FleetPage{Total: f.sorted.len(), Counts: map[string]int{}, Offset: q.Offset, Rows: []*Node{}, Version: f.version}
 	search := strings.ToLower(q.Search)
 	failed, succeeded := 0, 0
-	for n := range f.sorted.all() {
-		if (q.Org != "" && n.Org != q.Org) || (q.PolicyGroup != "" && n.PolicyGroup != q.PolicyGroup) ||
-			(search != "" && !strings.Contains(strings.ToLower(n.Name), search)) {
+	for r := range f.sorted.all() {
+		if (q.Org != "" && r.field(fieldOrg) != q.Org) || (q.PolicyGroup != "" && r.field(fieldPolicyGroup) != q.PolicyGroup) ||
+			(search != "" && !strings.Contains(strings.ToLower(r.field(fieldName)), search)) {
 			continue
 		}
 		page.Matched++
-		switch n.Status { // two counters, not a map update per node
+		status := r.field(fieldStatus)
+		switch status { // two counters, not a map update per node
 		case "failure":
 			failed++
 		case "success":
 			succeeded++
 		default:
-			page.Counts[n.Status]++
+			page.Counts[status]++
 		}
-		if q.Status != "" && n.Status != q.Status {
+		if q.Status != "" && status != q.Status {
 			continue
 		}
 		if page.Listed >= q.Offset && len(page.Rows) < q.Limit {
-			page.Rows = append(page.Rows, n)
+			page.Rows = append(page.Rows, r.node())
 		}
 		page.Listed++
 	}

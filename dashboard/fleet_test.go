@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -32,7 +34,7 @@ func TestFleetOrderKeptIncrementally(t *testing.T) {
 		n := &Node{Topic: topic, Name: topic[7:11], Status: statuses[r.IntN(3)], end: end}
 		f.set(topic, n)
 	}
-	want := make([]*Node, 0, len(f.nodes))
+	want := make([]*nodeRec, 0, len(f.nodes))
 	for _, n := range f.nodes {
 		want = append(want, n)
 	}
@@ -43,7 +45,7 @@ func TestFleetOrderKeptIncrementally(t *testing.T) {
 	}
 	for i := range want {
 		if want[i] != got[i] {
-			t.Fatalf("position %d: %s, want %s", i, got[i].Topic, want[i].Topic)
+			t.Fatalf("position %d: %s, want %s", i, got[i].field(fieldTopic), want[i].field(fieldTopic))
 		}
 	}
 	for _, ch := range f.sorted.chunks {
@@ -55,7 +57,7 @@ func TestFleetOrderKeptIncrementally(t *testing.T) {
 		t.Errorf("%d chunks for %d nodes: the test does not exercise splitting", len(f.sorted.chunks), len(got))
 	}
 	for _, n := range got {
-		f.set(n.Topic, nil)
+		f.set(n.field(fieldTopic), nil)
 	}
 	if f.sorted.len() != 0 || len(f.sorted.chunks) != 0 || len(f.nodes) != 0 {
 		t.Errorf("after deleting every node: %d sorted in %d chunks, %d nodes", f.sorted.len(), len(f.sorted.chunks), len(f.nodes))
@@ -168,17 +170,32 @@ func BenchmarkFleetSet(b *testing.B) {
 	}
 }
 
-// TestFleetSharesCommonStrings: nodes with the same organisation, status and
-// Chef version hold one copy of each, however they were decoded.
-func TestFleetSharesCommonStrings(t *testing.T) {
+// TestNodeRecordRoundTrip: a node held reads back as it was set, optional
+// numbers set or not, and the record holds no pointer but its strings'.
+func TestNodeRecordRoundTrip(t *testing.T) {
+	i := func(v int64) *int64 { return &v }
+	in := Node{Topic: "chef/o/web%2F1/status", Org: "o", Name: "web/1", Status: "failure", RunID: "r-1", PolicyName: "web",
+		PolicyGroup: "prod", StartTime: "2026-01-01T00:00:00Z", EndTime: "2026-01-01T00:01:00Z", DurationMS: i(60000), Total: i(0),
+		Failed: i(3), ChefVersion: "18.2.7", ErrorClass: "E", ErrorMessage: "bad \xff", FailedCookbook: "mysql", Owner: "db-team", Received: 42}
 	f := newFleet()
-	for i := range 3 {
-		n := &Node{Topic: fmt.Sprintf("chef/o/n%d/status", i), Org: string([]byte("org")), Status: string([]byte("success")), ChefVersion: string([]byte("18.2.7"))}
-		f.set(n.Topic, n)
+	f.set(in.Topic, &in)
+	page := f.query(FleetQuery{Limit: 10})
+	if len(page.Rows) != 1 {
+		t.Fatalf("%d rows", len(page.Rows))
 	}
-	a, b := f.nodes["chef/o/n0/status"], f.nodes["chef/o/n2/status"]
-	if unsafe.StringData(a.Org) != unsafe.StringData(b.Org) || unsafe.StringData(a.Status) != unsafe.StringData(b.Status) || unsafe.StringData(a.ChefVersion) != unsafe.StringData(b.ChefVersion) {
-		t.Fatal("two nodes hold their own copies of the strings they share")
+	got, _ := json.Marshal(page.Rows[0])
+	want, _ := json.Marshal(&in)
+	if string(got) != string(want) {
+		t.Fatalf("read back %s\nwant %s", got, want)
+	}
+	if strings.Contains(string(got), "updated_resource_count") {
+		t.Error("a count the status lacked is shown")
+	}
+	typ := reflect.TypeFor[nodeRec]()
+	for k := range typ.NumField() {
+		if fld := typ.Field(k); fld.Name != "blob" && fld.Type.Kind() != reflect.Array && fld.Type.Kind() != reflect.Int64 && fld.Type.Kind() != reflect.Uint8 {
+			t.Errorf("nodeRec.%s is a %s: every node held would give the GC more to scan", fld.Name, fld.Type)
+		}
 	}
 }
 
@@ -193,7 +210,7 @@ func TestFleetKeepsNoPacketAlive(t *testing.T) {
 	f.set(topic, &Node{Topic: topic, Org: topic[5:8], Name: topic[9:13], Status: "success"})
 	n := f.nodes[topic]
 	start, end := uintptr(unsafe.Pointer(&packet[0])), uintptr(unsafe.Pointer(&packet[0]))+uintptr(len(packet))
-	for _, s := range []string{n.Topic, n.Org, n.Name} {
+	for _, s := range []string{n.blob, n.field(fieldOrg), n.field(fieldName)} {
 		if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); p >= start && p < end {
 			t.Fatalf("%q shares the packet's memory", s)
 		}
@@ -227,4 +244,49 @@ func BenchmarkParseNode(b *testing.B) {
 			b.Fatal("not parsed")
 		}
 	}
+}
+
+// TestFleetNodesAreFewObjects: a node held costs the garbage collector
+// few objects to mark (its record and one allocation of its strings; its
+// counts live in the record), whatever its status held: with 100,000
+// nodes, marking the fleet is most of a GC cycle's work, which each Chef
+// converge pays for (issue 25).
+func TestFleetNodesAreFewObjects(t *testing.T) {
+	s := func(v string) *string { return &v }
+	i := func(v int64) *int64 { return &v }
+	const nodes = 20_000
+	payloads := make([][]byte, nodes)
+	for k := range payloads {
+		var err error
+		payloads[k], err = json.Marshal(chefpayload.Summary{
+			NodeName: fmt.Sprintf("web%05d.example.com", k), OrganizationName: "acme", RunID: fmt.Sprintf("3f1c0b6e-8f0e-4a4b-9a6e-2d4f6c1b%04d", k), Status: "failure",
+			StartTime: s("2026-01-01T00:00:00+02:00"), EndTime: s(fmt.Sprintf("2026-01-01T00:%02d:00+02:00", k%60)), DurationMS: i(60000),
+			TotalResourceCount: i(120), UpdatedResourceCount: i(2), FailedResourceCount: 1, PolicyName: s("web"), PolicyGroup: s("prod"),
+			ChefVersion: s("18.2.7"), ErrorClass: s("Mixlib::ShellOut::ShellCommandFailed"), ErrorMessage: s(fmt.Sprintf("Expected process to exit with [0], but received '%d'", k%3)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFleet()
+	now := time.Now()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for k, payload := range payloads {
+		topic := fmt.Sprintf("chef/acme/web%05d.example.com/status", k)
+		n, ok := parseNode(topic, "acme", "", payload, now)
+		if !ok {
+			t.Fatal("not parsed")
+		}
+		f.set(topic, n)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perNode := float64(after.HeapObjects-before.HeapObjects) / nodes
+	t.Logf("%.2f heap objects per node held", perNode)
+	if perNode > 2.5 {
+		t.Fatalf("%.1f heap objects per node held, want at most 2.5", perNode)
+	}
+	runtime.KeepAlive(f)
 }
