@@ -180,6 +180,10 @@ func (p *Program) help(env Env, prog string, args []string) int {
 	case args[0] == "env":
 		p.envHelp(env.Stdout)
 		return ExitOK
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		fmt.Fprintf(env.Stdout, "%s help [command|env] takes no flags.\n\n", prog)
+		p.usage(env.Stdout, prog)
+		return ExitOK
 	}
 	if c := p.find(args[0]); c != nil {
 		return c.Run(env, prog, []string{"--help"})
