@@ -203,3 +203,39 @@ func FuzzParseTime(f *testing.F) {
 		}
 	})
 }
+
+// TestTimeOfMessagesWithoutOne: a message that comes without a time (an
+// MQTT publisher's) is stamped with when it came: the first after a quiet
+// spell with the clock itself, those that follow with the ticker's reading,
+// never later than they came; the ticker stops once messages stop.
+func TestTimeOfMessagesWithoutOne(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	var sent [][2]time.Time // the time around each Record
+	for round := range 2 {
+		testkit.Eventually(t, func() bool { return !h.ticking.Load() }, "the ticker stops when nothing comes")
+		for i := range 50 {
+			before := time.Now()
+			h.Record(&bus.Message{Topic: fmt.Sprintf("t/%d/%d", round, i), Payload: []byte("x")})
+			sent = append(sent, [2]time.Time{before, time.Now()})
+		}
+	}
+	var got []time.Time
+	if _, err := h.Replay(t.Context(), Query{Filters: []string{"t/#"}}, func(r Record) error {
+		got = append(got, r.Time)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(sent) {
+		t.Fatalf("%d replayed of %d", len(got), len(sent))
+	}
+	for i, at := range got {
+		if at.After(sent[i][1]) {
+			t.Errorf("message %d stamped %v, after it was recorded (%v)", i, at, sent[i][1])
+		}
+		if i%50 == 0 && at.Before(sent[i][0]) {
+			t.Errorf("message %d, the first after a quiet spell, stamped %v, before it came (%v)", i, at, sent[i][0])
+		}
+	}
+	testkit.Eventually(t, func() bool { return !h.ticking.Load() }, "the ticker stops when nothing comes")
+}
