@@ -149,15 +149,17 @@ func parseNode(topic, org, name string, payload []byte, now time.Time) (*Node, b
 // more than everything else.
 type fleet struct {
 	mu      sync.Mutex
-	nodes   map[string]*nodeRec // by topic
-	sorted  order               // failures first, newest first, then by name
+	nodes   nodeSlab
+	sorted  order // the nodes' slots: failures first, newest first, then by name
 	orgs    map[string]int
 	groups  map[string]int
 	version uint64
 }
 
 func newFleet() *fleet {
-	return &fleet{nodes: map[string]*nodeRec{}, orgs: map[string]int{}, groups: map[string]int{}}
+	f := &fleet{nodes: newNodeSlab(), orgs: map[string]int{}, groups: map[string]int{}}
+	f.sorted.before = func(a, b int32) bool { return before(f.nodes.at(a), f.nodes.at(b)) }
+	return f
 }
 
 // count adds d to the node counts of r's org and policy group.
@@ -196,19 +198,18 @@ func before(a, b *nodeRec) bool {
 func (f *fleet) set(topic string, n *Node) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if old, ok := f.nodes[topic]; ok {
+	if old, ok := f.nodes.lookup(topic); ok {
 		f.sorted.remove(old)
-		delete(f.nodes, topic)
-		f.count(old, -1)
+		f.count(f.nodes.at(old), -1)
+		f.nodes.remove(old)
 	} else if n == nil {
 		return
 	}
 	if n != nil {
 		n.Topic = topic
-		r := newNodeRec(n)
-		f.nodes[r.field(fieldTopic)] = r
-		f.count(r, 1)
-		f.sorted.insert(r)
+		slot := f.nodes.add(newNodeRec(n))
+		f.count(f.nodes.at(slot), 1)
+		f.sorted.insert(slot)
 	}
 	f.version++
 }
@@ -223,14 +224,15 @@ const defaultChunk = 512
 // (issue 25: CPU per converge must not grow with the fleet). Nodes are
 // told apart by before, which orders any two distinct topics.
 type order struct {
-	chunks [][]*nodeRec // none empty
+	chunks [][]int32 // slots of a nodeSlab; none empty
 	n      int
 	chunk  int
+	before func(a, b int32) bool // the order of two slots' nodes
 }
 
-// find returns the chunk where n is or would go, and its place there.
-func (o *order) find(n *nodeRec) (c, i int) {
-	c = sort.Search(len(o.chunks), func(i int) bool { ch := o.chunks[i]; return !before(ch[len(ch)-1], n) })
+// find returns the chunk where slot is or would go, and its place there.
+func (o *order) find(slot int32) (c, i int) {
+	c = sort.Search(len(o.chunks), func(i int) bool { ch := o.chunks[i]; return !o.before(ch[len(ch)-1], slot) })
 	if c == len(o.chunks) {
 		if c == 0 {
 			return 0, 0
@@ -238,38 +240,37 @@ func (o *order) find(n *nodeRec) (c, i int) {
 		c-- // after every node: at the end of the last chunk
 	}
 	ch := o.chunks[c]
-	return c, sort.Search(len(ch), func(i int) bool { return !before(ch[i], n) })
+	return c, sort.Search(len(ch), func(i int) bool { return !o.before(ch[i], slot) })
 }
 
-func (o *order) insert(n *nodeRec) {
+func (o *order) insert(slot int32) {
 	limit := o.chunk
 	if limit <= 0 {
 		limit = defaultChunk
 	}
 	o.n++
 	if len(o.chunks) == 0 {
-		o.chunks = append(o.chunks, append(make([]*nodeRec, 0, limit), n))
+		o.chunks = append(o.chunks, append(make([]int32, 0, limit), slot))
 		return
 	}
-	c, i := o.find(n)
-	ch := slices.Insert(o.chunks[c], i, n)
+	c, i := o.find(slot)
+	ch := slices.Insert(o.chunks[c], i, slot)
 	if len(ch) > limit { // split in two halves
-		tail := append(make([]*nodeRec, 0, limit), ch[len(ch)/2:]...)
-		clear(ch[len(ch)/2:])
+		tail := append(make([]int32, 0, limit), ch[len(ch)/2:]...)
 		ch = ch[:len(ch)/2]
 		o.chunks = slices.Insert(o.chunks, c+1, tail)
 	}
 	o.chunks[c] = ch
 }
 
-// remove takes n out; false when it is not there.
-func (o *order) remove(n *nodeRec) bool {
+// remove takes slot out; false when it is not there.
+func (o *order) remove(slot int32) bool {
 	if len(o.chunks) == 0 {
 		return false
 	}
-	c, i := o.find(n)
+	c, i := o.find(slot)
 	ch := o.chunks[c]
-	if i >= len(ch) || ch[i] != n {
+	if i >= len(ch) || ch[i] != slot {
 		return false
 	}
 	o.n--
@@ -284,12 +285,12 @@ func (o *order) remove(n *nodeRec) bool {
 // len is the number of nodes.
 func (o *order) len() int { return o.n }
 
-// all yields the nodes in order.
-func (o *order) all() iter.Seq[*nodeRec] {
-	return func(yield func(*nodeRec) bool) {
+// all yields the slots in order.
+func (o *order) all() iter.Seq[int32] {
+	return func(yield func(int32) bool) {
 		for _, ch := range o.chunks {
-			for _, n := range ch {
-				if !yield(n) {
+			for _, slot := range ch {
+				if !yield(slot) {
 					return
 				}
 			}
@@ -339,7 +340,8 @@ func (f *fleet) query(q FleetQuery) FleetPage {
 	page := FleetPage{Total: f.sorted.len(), Counts: map[string]int{}, Offset: q.Offset, Rows: []*Node{}, Version: f.version}
 	search := strings.ToLower(q.Search)
 	failed, succeeded := 0, 0
-	for r := range f.sorted.all() {
+	for slot := range f.sorted.all() {
+		r := f.nodes.at(slot)
 		if (q.Org != "" && r.field(fieldOrg) != q.Org) || (q.PolicyGroup != "" && r.field(fieldPolicyGroup) != q.PolicyGroup) ||
 			(search != "" && !strings.Contains(strings.ToLower(r.field(fieldName)), search)) {
 			continue

@@ -1,6 +1,9 @@
 package dashboard
 
-import "strings"
+import (
+	"hash/maphash"
+	"strings"
+)
 
 // nodeRec is a node as the fleet holds it: its strings back to back in one
 // string, told apart by their ends, and its numbers in place, so that the
@@ -56,8 +59,8 @@ var countFields = [...]func(n *Node) **int64{
 	func(n *Node) **int64 { return &n.Failed },
 }
 
-func newNodeRec(n *Node) *nodeRec {
-	r := &nodeRec{received: n.Received, end: n.end.UnixNano()}
+func newNodeRec(n *Node) nodeRec {
+	r := nodeRec{received: n.Received, end: n.end.UnixNano()}
 	fields := n.strings()
 	size := 0
 	for _, f := range fields {
@@ -100,4 +103,72 @@ func (r *nodeRec) node() *Node {
 		}
 	}
 	return n
+}
+
+// nodeSlab holds the fleet's records in slots of one slice, found by the
+// hash of their topic: the GC scans one pointer per node (its blob), where
+// a map of topics to records had three (the key, the value, and the
+// record's blob) and an object per node to mark.
+type nodeSlab struct {
+	recs   []nodeRec // a free slot's blob is ""
+	free   []int32
+	byHash map[uint64]int32
+	// collided holds the topics whose hash another topic held when they
+	// came: looked up first, by their topic.
+	collided map[string]int32
+	seed     maphash.Seed
+}
+
+func newNodeSlab() nodeSlab {
+	return nodeSlab{byHash: map[uint64]int32{}, collided: map[string]int32{}, seed: maphash.MakeSeed()}
+}
+
+// at is the record in slot.
+func (s *nodeSlab) at(slot int32) *nodeRec { return &s.recs[slot] }
+
+// len is the number of records held.
+func (s *nodeSlab) len() int { return len(s.recs) - len(s.free) }
+
+// lookup finds topic's slot.
+func (s *nodeSlab) lookup(topic string) (int32, bool) {
+	if slot, ok := s.collided[topic]; ok {
+		return slot, true
+	}
+	slot, ok := s.byHash[maphash.String(s.seed, topic)]
+	if !ok || s.recs[slot].field(fieldTopic) != topic {
+		return 0, false
+	}
+	return slot, true
+}
+
+// add holds r, whose topic is not held, and returns its slot.
+func (s *nodeSlab) add(r nodeRec) int32 {
+	var slot int32
+	if n := len(s.free); n > 0 {
+		slot, s.free = s.free[n-1], s.free[:n-1]
+		s.recs[slot] = r
+	} else {
+		slot = int32(len(s.recs))
+		s.recs = append(s.recs, r)
+	}
+	topic := r.field(fieldTopic)
+	h := maphash.String(s.seed, topic)
+	if _, taken := s.byHash[h]; taken {
+		s.collided[topic] = slot
+	} else {
+		s.byHash[h] = slot
+	}
+	return slot
+}
+
+// remove lets slot go.
+func (s *nodeSlab) remove(slot int32) {
+	topic := s.recs[slot].field(fieldTopic)
+	if held, ok := s.collided[topic]; ok && held == slot {
+		delete(s.collided, topic)
+	} else if h := maphash.String(s.seed, topic); s.byHash[h] == slot {
+		delete(s.byHash, h)
+	}
+	s.recs[slot] = nodeRec{}
+	s.free = append(s.free, slot)
 }
