@@ -212,7 +212,7 @@ func (h *History) RecordFields(topic string, payload []byte, id, source, receive
 		return // live followers get every message, kept or not
 	}
 	e := entry{id: id, topic: topic, source: source, received: receivedAt, payload: payload}
-	if receivedAt == "" {
+	if receivedAt == "" && keep {
 		e.at = h.now()
 	}
 	h.mu.Lock()
@@ -236,6 +236,11 @@ func (h *History) RecordFields(topic string, payload []byte, id, source, receive
 			// follows Ansible and ConfigDB, not Chef's large runs).
 			if e.id == "" {
 				e.id = gen.String()
+			}
+			if receivedAt == "" && !keep {
+				// Not stamped above: a message the history does not
+				// keep ($SYS, every second) starts no ticker.
+				e.at = time.Now()
 			}
 			e.payload, copied = bytes.Clone(payload), true
 		}
