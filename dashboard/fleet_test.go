@@ -301,3 +301,28 @@ func TestFleetNodesAreFewObjects(t *testing.T) {
 	runtime.KeepAlive(f)
 	runtime.KeepAlive(payloads) // counted in before: they must be alive in after too
 }
+
+// TestFleetOrdersEndTimesBeyondNanoseconds: an end time that Unix
+// nanoseconds cannot hold (before 1678, after 2262: a hand-published
+// status may say anything) still sorts newest first, as time.Time did,
+// instead of wrapping around.
+func TestFleetOrdersEndTimesBeyondNanoseconds(t *testing.T) {
+	now := time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)
+	f := newFleet()
+	for _, c := range []struct{ name, end string }{
+		{"past", "1000-01-01T00:00:00Z"}, {"today", "2026-11-28T04:00:00Z"}, {"future", "3000-01-01T00:00:00Z"},
+	} {
+		n, ok := parseNode("chef/o/"+c.name+"/status", "o", c.name, []byte(`{"status":"success","end_time":"`+c.end+`"}`), now)
+		if !ok {
+			t.Fatal("not parsed")
+		}
+		f.set(n.Topic, n)
+	}
+	var got []string
+	for _, r := range f.query(FleetQuery{Limit: 10}).Rows {
+		got = append(got, r.Name)
+	}
+	if want := []string{"future", "today", "past"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v (newest first)", got, want)
+	}
+}

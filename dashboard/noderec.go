@@ -2,7 +2,9 @@ package dashboard
 
 import (
 	"hash/maphash"
+	"math"
 	"strings"
+	"time"
 )
 
 // nodeRec is a node as the fleet holds it: its strings back to back in one
@@ -60,7 +62,7 @@ var countFields = [...]func(n *Node) **int64{
 }
 
 func newNodeRec(n *Node) nodeRec {
-	r := nodeRec{received: n.Received, end: n.end.UnixNano()}
+	r := nodeRec{received: n.Received, end: sortNanos(n.end)}
 	fields := n.strings()
 	size := 0
 	for _, f := range fields {
@@ -79,6 +81,19 @@ func newNodeRec(n *Node) nodeRec {
 		}
 	}
 	return r
+}
+
+// sortNanos is t in Unix nanoseconds, held to what an int64 holds: an end
+// time before 1678 or after 2262 (a hand-published status may say anything)
+// would wrap around (time.UnixNano), and sort as another time.
+func sortNanos(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 // field is the field i of the record's strings.
