@@ -145,6 +145,7 @@ func (g idGen) String() string { return string(g.append(nil)) }
 type packQueue struct {
 	packs []queuedPack
 	msgs  int
+	held  int // the packs' buffers' capacity
 }
 
 // queuedPack is one pack of a packQueue.
@@ -158,16 +159,26 @@ type queuedPack struct {
 // add packs e on to the last pack, or starts a pack in a buffer of free
 // when the last one is of another first level (packSubject), holds
 // maxBatch messages, or would outgrow limit bytes (a message larger than
-// limit is a pack alone).
+// limit is a pack alone). A new buffer has room for minPackBuffer only
+// while the queue's buffers hold less than maxFreeBytes: when first levels
+// alternate, each message is a pack, and queue_size of them must not cost
+// minPackBuffer each.
 func (q *packQueue) add(e *entry, gen idGen, limit int, free *packBuffers) {
 	token := sourceToken(e.topic)
 	size := packedSize(e)
 	if n := len(q.packs); n == 0 || q.packs[n-1].token != token || q.packs[n-1].msgs >= maxBatch ||
 		len(q.packs[n-1].data)+size > limit {
-		q.packs = append(q.packs, queuedPack{data: append(free.get(1+size), packVersion), token: token})
+		least := 1 + size
+		if q.held < maxFreeBytes {
+			least = max(least, minPackBuffer)
+		}
+		q.packs = append(q.packs, queuedPack{data: append(free.get(least), packVersion), token: token})
+		q.held += cap(q.packs[len(q.packs)-1].data)
 	}
 	p := &q.packs[len(q.packs)-1]
+	was := cap(p.data)
 	p.data = appendPacked(p.data, e, gen)
+	q.held += cap(p.data) - was
 	p.msgs++
 	p.payload += len(e.payload)
 	q.msgs++
@@ -202,7 +213,8 @@ const (
 	maxSparePacks = 4096
 )
 
-// get returns an empty buffer, one of those kept if there is one.
+// get returns an empty buffer, one of those kept if there is one, or a
+// new one of size bytes.
 func (f *packBuffers) get(size int) []byte {
 	if n := len(f.bufs); n > 0 {
 		b := f.bufs[n-1]
@@ -210,7 +222,7 @@ func (f *packBuffers) get(size int) []byte {
 		f.bytes -= cap(b)
 		return b[:0]
 	}
-	return make([]byte, 0, max(size, minPackBuffer))
+	return make([]byte, 0, size)
 }
 
 // put keeps b for a pack to come, unless it is larger than a pack or the

@@ -228,3 +228,31 @@ func TestCompressedPacks(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueMemoryIsBoundedByItsMessages queues small messages whose first
+// levels alternate, so that each is a pack of its own: the packs' buffers
+// must cost about what the messages do (plus a fixed slack), not a
+// minimum buffer each (64 KiB a message, 4 GiB for the default
+// queue_size).
+func TestQueueMemoryIsBoundedByItsMessages(t *testing.T) {
+	var (
+		q    packQueue
+		free packBuffers
+		data int
+	)
+	for i := range 1000 {
+		e := entry{id: "x", topic: []string{"chef/a", "ansible/b"}[i%2], payload: []byte("{}")}
+		q.add(&e, idGen{}, maxPackBytes-packHeaderRoom, &free)
+		data += packedSize(&e)
+	}
+	if len(q.packs) != 1000 {
+		t.Fatalf("%d packs of 1000 messages of alternating first levels", len(q.packs))
+	}
+	held := 0
+	for _, p := range q.packs {
+		held += cap(p.data)
+	}
+	if limit := 2*data + maxFreeBytes; held > limit {
+		t.Errorf("the queue's packs hold %d bytes for %d bytes of messages: more than %d", held, data, limit)
+	}
+}
