@@ -229,6 +229,29 @@ func TestCompressedPacks(t *testing.T) {
 	}
 }
 
+// FuzzUnpack feeds unpack crafted packs of both versions: it must refuse or
+// read them, never panic, and never hand back more than a pack holds.
+func FuzzUnpack(f *testing.F) {
+	pack := []byte{packVersion}
+	for i := range 20 {
+		pack = appendPacked(pack, &entry{id: fmt.Sprint(i), topic: "chef/org/n/status", payload: []byte(`{"status":"ok"}`)}, idGen{})
+	}
+	f.Add(pack)
+	var buf []byte
+	f.Add(bytes.Clone(compressPack(&buf, pack)))
+	f.Add([]byte{packVersionS2, 0xff, 0xff, 0x3f})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		total := 0
+		_ = unpack(data, func(r Record) bool {
+			total += len(r.ID) + len(r.Topic) + len(r.Source) + len(r.Payload)
+			return true
+		})
+		if total > max(len(data), maxPackBytes) {
+			t.Fatalf("%d bytes of records from a pack of %d", total, len(data))
+		}
+	})
+}
+
 // TestQueueMemoryIsBoundedByItsMessages queues small messages whose first
 // levels alternate, so that each is a pack of its own: the packs' buffers
 // must cost about what the messages do (plus a fixed slack), not a
