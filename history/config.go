@@ -37,6 +37,11 @@ type Config struct {
 	// message is left out of the history (counted and logged), never
 	// waited for: the history never slows the bus.
 	QueueSize int `yaml:"queue_size"`
+	// QueueBytes bounds the bytes of the messages waiting to be written,
+	// as queue_size bounds their number: a slow store and large messages
+	// (a Chef run with its node is some 170 KB) cost at most this much
+	// memory.
+	QueueBytes bytesize.Size `yaml:"queue_bytes"`
 }
 
 // DefaultConfig keeps every message for 7 days within 1 GiB, on the
@@ -51,6 +56,7 @@ func DefaultConfig() Config {
 		SubjectPrefix: "firehose_history",
 		Replicas:      1,
 		QueueSize:     65536,
+		QueueBytes:    256 * bytesize.MiB,
 	}
 }
 
@@ -88,6 +94,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QueueSize < 1 {
 		p.Add("queue_size", "must be at least 1")
+	}
+	if c.QueueBytes < bytesize.MiB {
+		p.Add("queue_bytes", "must be at least 1MiB")
 	}
 	return p.Err()
 }

@@ -239,3 +239,31 @@ func TestTimeOfMessagesWithoutOne(t *testing.T) {
 	}
 	testkit.Eventually(t, func() bool { return !h.ticking.Load() }, "the ticker stops when nothing comes")
 }
+
+// TestQueueBytesBoundsWhatWaits: large messages wait up to
+// history.queue_bytes, not queue_size of them: the rest are left out and
+// counted, never waited for. The queue is filled under its lock, as
+// Record fills it, with the writer kept from taking any meanwhile.
+func TestQueueBytesBoundsWhatWaits(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.QueueBytes = bytesize.MiB
+	h, _ := open(t, cfg)
+	payload := make([]byte, 100<<10)
+	h.mu.Lock()
+	for i := range 40 { // 4 MB
+		h.enqueue(&entry{id: fmt.Sprint(i), topic: fmt.Sprintf("big/%d", i), at: time.Now(), payload: payload}, idGen{})
+		if h.queue.bytes > int(bytesize.MiB) {
+			h.mu.Unlock()
+			t.Fatalf("%d bytes wait to be written, over queue_bytes (1 MiB)", h.queue.bytes)
+		}
+	}
+	queued := h.queue.msgs
+	h.mu.Unlock()
+	if queued < 9 || queued > 10 {
+		t.Fatalf("%d messages of 100 KB queued within 1 MiB", queued)
+	}
+	if lost := testutil.ToFloat64(h.metrics.lost.WithLabelValues("queue_full")); int(lost) != 40-queued {
+		t.Fatalf("%v counted as lost for a full queue, want %d", lost, 40-queued)
+	}
+	testkit.Eventually(t, func() bool { return h.written.Load() == uint64(queued) }, "the queued ones written")
+}

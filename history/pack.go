@@ -146,6 +146,7 @@ type packQueue struct {
 	packs []queuedPack
 	msgs  int
 	held  int // the packs' buffers' capacity
+	bytes int // the messages' bytes, as packed
 }
 
 // queuedPack is one pack of a packQueue.
@@ -176,9 +177,10 @@ func (q *packQueue) add(e *entry, gen idGen, limit int, free *packBuffers) {
 		q.held += cap(q.packs[len(q.packs)-1].data)
 	}
 	p := &q.packs[len(q.packs)-1]
-	was := cap(p.data)
+	was, wasLen := cap(p.data), len(p.data)
 	p.data = appendPacked(p.data, e, gen)
 	q.held += cap(p.data) - was
+	q.bytes += len(p.data) - wasLen
 	p.msgs++
 	p.payload += len(e.payload)
 	q.msgs++
@@ -259,8 +261,8 @@ var errBadPack = errors.New("history: a pack that this version cannot read")
 // unpack hands fn each message of the pack data, in order, as a Record
 // (Payload is a slice of data, or of what it decompressed to) until fn
 // returns false. Lengths are checked against data, and a compressed pack
-// decompresses to maxPackBytes at most: nothing is allocated from a length
-// the data claims.
+// decompresses to maxPackBytes at most: what its claim can make a replay
+// allocate is one pack's room, never more.
 func unpack(data []byte, fn func(Record) bool) error {
 	if len(data) < 2 { // a version and at least one message
 		return errBadPack

@@ -41,7 +41,8 @@ type Record struct {
 	Topic  string
 	Source string
 	// Time is when the bridge received the message.
-	Time    time.Time
+	Time time.Time
+	// Payload is read only: the live followers of a message share one.
 	Payload []byte
 	// Live is set for messages Follow hands on after the replay.
 	Live bool
