@@ -48,6 +48,7 @@ type params struct {
 	Senders  int    // concurrent HTTP senders
 	Msgs     int    // QoS 1 messages per MQTT publisher per broker measurement
 	Pubs     int    // MQTT publishers
+	Subs     int    // MQTT subscribers to bench/history/# (QoS 1), each taking every message
 	Inflight int    // each publisher's window of unacknowledged messages
 	Payload  int    // MQTT payload bytes
 	Kind     string // what the MQTT payloads hold: payloadKinds
@@ -68,6 +69,7 @@ func realMain() int {
 	fs.IntVar(&p.Senders, "senders", p.Senders, "concurrent HTTP senders")
 	fs.IntVar(&p.Msgs, "msgs", p.Msgs, "QoS 1 messages per MQTT publisher per broker measurement")
 	fs.IntVar(&p.Pubs, "pubs", p.Pubs, "MQTT publishers")
+	fs.IntVar(&p.Subs, "subs", p.Subs, "MQTT subscribers to bench/history/# at QoS 1: a measurement ends when each has every message (a bus that is read; 0: none)")
 	fs.IntVar(&p.Inflight, "inflight", p.Inflight, "each publisher's window of unacknowledged messages")
 	fs.IntVar(&p.Payload, "payload", p.Payload, "MQTT payload bytes")
 	fs.StringVar(&p.Kind, "payload-kind", p.Kind, "what the MQTT payloads hold: json (a Chef status whose node, run id and times vary from message to message), text (one repeated alphabet, which compresses to nothing) or random (new random bytes each, which do not compress: the history's worst case)")
@@ -78,7 +80,7 @@ func realMain() int {
 		fmt.Fprintf(os.Stderr, "bench/history: -payload-kind %q: want json, text or random\n", p.Kind)
 		return 2
 	}
-	if p.Rounds < 1 || p.Posts < p.Senders || p.Senders < 1 || p.Msgs < 1 || p.Pubs < 1 || p.Inflight < 1 || p.Payload < mqttload.MinPayload {
+	if p.Rounds < 1 || p.Posts < p.Senders || p.Senders < 1 || p.Msgs < 1 || p.Pubs < 1 || p.Subs < 0 || p.Inflight < 1 || p.Payload < mqttload.MinPayload {
 		fmt.Fprintln(os.Stderr, "bench/history: every count must be positive, posts at least senders, payload at least", mqttload.MinPayload)
 		return 2
 	}
@@ -119,7 +121,7 @@ func (r *report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  %-40s off %9.0f msgs/s   on %9.0f msgs/s   on/off %.2fx  %s\n", what, off, on, ratio, verdict)
 	}
 	row(fmt.Sprintf("intake (HTTP, %d senders, Ansible events)", r.Params.Senders), r.Intake)
-	row(fmt.Sprintf("broker (MQTT QoS 1, %d pubs x %d window, %d B %s)", r.Params.Pubs, r.Params.Inflight, r.Params.Payload, r.Params.Kind), r.Broker)
+	row(fmt.Sprintf("broker (MQTT QoS 1, %d pubs x %d window, %d subs, %d B %s)", r.Params.Pubs, r.Params.Inflight, r.Params.Subs, r.Params.Payload, r.Params.Kind), r.Broker)
 	// Rounds measure both modes back to back: the ratio within each round
 	// is steadier than the ratio of medians when the machine's load moves.
 	paired := func(xs map[string][]float64) float64 {
@@ -287,6 +289,19 @@ func brokerLoad(ctx context.Context, addr string, p params, runID uint32) (float
 		}
 		pubs[i] = mqttload.NewPublisher(c, 1, p.Inflight, false)
 	}
+	var received atomic.Int64
+	for i := range p.Subs {
+		c, err := mqttload.Dial(mqttload.Options{Addr: addr, ClientID: fmt.Sprintf("bench-%d-s%d", runID, i), Username: "bench", Password: "bench", KeepAlive: 10 * time.Minute})
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		c.OnPublish = func(_, _ []byte, _ byte, _ int64) { received.Add(1) }
+		c.Start()
+		if _, err := c.Subscribe("bench/history/#", 1, 5*time.Second); err != nil {
+			return 0, err
+		}
+	}
 	counted := mqttload.NewCounted(pubs, p.Msgs)
 	for _, pub := range pubs {
 		pub.Client().Start()
@@ -299,7 +314,15 @@ func brokerLoad(ctx context.Context, addr string, p params, runID uint32) (float
 	if res.Incomplete > 0 {
 		return 0, fmt.Errorf("%d publishers did not finish", res.Incomplete)
 	}
-	return float64(p.Pubs*p.Msgs) / res.End.Sub(res.Start).Seconds(), nil
+	end := res.End
+	if p.Subs > 0 {
+		want := int64(p.Subs * p.Pubs * p.Msgs)
+		if err := benchkit.PollUntil(ctx, time.Now().Add(2*time.Minute), time.Millisecond, nil, func() (bool, error) { return received.Load() >= want, nil }); err != nil {
+			return 0, fmt.Errorf("subscribers got %d of %d: %w", received.Load(), want, err)
+		}
+		end = time.Now()
+	}
+	return float64(p.Pubs*p.Msgs) / end.Sub(res.Start).Seconds(), nil
 }
 
 // historyCounts reads firehose_history_stored_total and the sum of
