@@ -136,7 +136,6 @@ func parseNode(topic, org, name string, payload []byte, now time.Time) (*Node, b
 		n.Status = "unknown"
 	}
 	n.end, _ = time.Parse(time.RFC3339, n.EndTime)
-	n.end = n.end.UTC() // one zone for all: a time with an offset holds a zone of its own
 	if n.end.IsZero() {
 		n.end = now
 	}

@@ -405,7 +405,7 @@ func (h *History) send(batch []queuedPack) {
 	)
 	for i := range batch {
 		p := &batch[i]
-		h.packMsg.Subject = h.cfg.SubjectPrefix + ".pack." + p.token
+		h.packMsg.Subject = tokenSubject(h.cfg.SubjectPrefix, p.token)
 		h.packMsg.Data, h.packMsg.Reply = compressPack(&h.compressed, p.data), reply
 		h.packMsg.Header[headerPackFirst][0] = strconv.FormatUint(number, 10)
 		h.packMsg.Header[headerPackCount][0] = strconv.Itoa(p.msgs)

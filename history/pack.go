@@ -2,13 +2,13 @@ package history
 
 import (
 	"encoding/binary"
-
 	"errors"
-	"github.com/klauspost/compress/s2"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // The history stores the bus's messages packed: each JetStream message is a
@@ -51,7 +51,11 @@ const (
 // of its filters' first levels (packSubjects), so that "ansible/#" does not
 // read Chef's packs; two first levels on one subject cost reading, never a
 // wrong answer, as each message's topic is matched again in process.
-func packSubject(prefix, topic string) string { return prefix + ".pack." + sourceToken(topic) }
+func packSubject(prefix, topic string) string { return tokenSubject(prefix, sourceToken(topic)) }
+
+// tokenSubject is the subject of the packs of a first level's token
+// (sourceToken).
+func tokenSubject(prefix, token string) string { return prefix + ".pack." + token }
 
 // sourceToken is topic's first level if it is a plain subject token, "_"
 // otherwise.
