@@ -64,8 +64,12 @@ func TestSmoke(t *testing.T) {
 			if r.FleetView != int64(p.Nodes) {
 				t.Errorf("the dashboard's Fleet view shows %d of %d nodes", r.FleetView, p.Nodes)
 			}
-			if r.ConvergeFleet == nil || r.ConvergeFleet.Median <= 0 || rep.ConvergeEmpty.Median <= 0 {
-				t.Errorf("no CPU per converge: fleet %v, empty %v", r.ConvergeFleet, rep.ConvergeEmpty)
+			// The kernel counts CPU in clock ticks (10 ms here), and six
+			// small converges can take less than one: a round may read 0.
+			// What must hold is that every round was measured.
+			if r.ConvergeFleet == nil || len(r.ConvergeFleet.Rounds) != p.ConvergeRounds || r.ConvergeFleet.Median < 0 ||
+				len(rep.ConvergeEmpty.Rounds) != p.ConvergeRounds || rep.ConvergeEmpty.Median < 0 {
+				t.Errorf("CPU per converge not measured in %d rounds: fleet %v, empty %v", p.ConvergeRounds, r.ConvergeFleet, rep.ConvergeEmpty)
 			}
 		}
 	}
