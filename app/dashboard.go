@@ -2,6 +2,7 @@ package app
 
 import (
 	"github.com/opsfirehose/firehose/dashboard"
+	"github.com/opsfirehose/firehose/history"
 )
 
 // newDashboard builds the page at / and its read API. It reads the bus as an
@@ -40,7 +41,7 @@ func (b *Bridge) newDashboard() (*dashboard.Dashboard, error) {
 	default:
 		opts.Source = b.broker
 		if b.history != nil {
-			opts.History = dashboardHistory{b.history}
+			opts.History = dashboardHistory{h: b.history, sync: new(history.Sync)}
 		}
 	}
 	return dashboard.New(cfg.Dashboard, opts)

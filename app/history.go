@@ -90,10 +90,13 @@ func (a brokerAccess) Reader(_ context.Context, r *http.Request) (func(string) b
 
 // dashboardHistory is the history as the dashboard follows it: best
 // effort, as a live view would rather lose the past than the present.
-type dashboardHistory struct{ h *history.History }
+type dashboardHistory struct {
+	h    *history.History
+	sync *history.Sync
+}
 
 func (d dashboardHistory) Follow(ctx context.Context, filters []string, since time.Time, last int, fn func(bus.Message, time.Time, bool), replayed func(error)) error {
-	_, err := d.h.Follow(ctx, history.Query{Filters: filters, Since: since, Last: last, BestEffort: true}, func(r history.Record) error {
+	_, err := d.h.Follow(ctx, history.Query{Filters: filters, Since: since, Last: last, BestEffort: true, Sync: d.sync}, func(r history.Record) error {
 		fn(bus.Message{Topic: r.Topic, Payload: r.Payload}, r.Time, !r.Live)
 		return nil
 	}, func(res history.Result) error {
@@ -102,3 +105,6 @@ func (d dashboardHistory) Follow(ctx context.Context, filters []string, since ti
 	})
 	return err
 }
+
+// Settle waits for Follow's fn to catch up with what was published.
+func (d dashboardHistory) Settle(ctx context.Context) { _ = d.sync.Wait(ctx) }

@@ -39,8 +39,14 @@ type Source interface {
 // one goroutine and must not block for long. A history that cannot be read
 // skips to the live part (replayed says why); Follow returns an error only
 // when fn fell too far behind, and then the caller follows again.
+//
+// Settle waits, until ctx is done, until Follow's fn has been handed every
+// message published before the call that Follow's filters match (at once
+// when no Follow is under way): a snapshot then holds what was published
+// before it was asked for, though fn runs on a goroutine of its own.
 type History interface {
 	Follow(ctx context.Context, filters []string, since time.Time, last int, fn func(m bus.Message, received time.Time, replayed bool), replayed func(error)) error
+	Settle(ctx context.Context)
 }
 
 // Prefixes are the sources' configured first topic levels; an empty one
@@ -402,6 +408,10 @@ func (d *Dashboard) aggregate() {
 	}
 }
 
+// settleHistoryWait bounds how long settle waits for the history's
+// follower to hand the aggregator what was published before it.
+const settleHistoryWait = 5 * time.Second
+
 // settle waits, until ctx is done, for the aggregator to apply every
 // message it was handed before the call. A view refreshes its snapshot when
 // its stream shows a message, and deliver hands each message to the
@@ -413,6 +423,15 @@ func (d *Dashboard) settle(ctx context.Context) {
 	d.mu.Unlock()
 	if !started {
 		return
+	}
+	if d.opts.History != nil {
+		// The messages the history brings reach the aggregator from its
+		// follower's goroutine: they are handed over first. A follow that
+		// is replaying again (after falling behind) is waited for a while,
+		// not for as long as a slow store would make a request hang.
+		hctx, cancel := context.WithTimeout(ctx, settleHistoryWait)
+		d.opts.History.Settle(hctx)
+		cancel()
 	}
 	settled := make(chan struct{})
 	select {

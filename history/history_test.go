@@ -2,9 +2,11 @@ package history
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +268,58 @@ func TestQueueBytesBoundsWhatWaits(t *testing.T) {
 		t.Fatalf("%v counted as lost for a full queue, want %d", lost, 40-queued)
 	}
 	testkit.Eventually(t, func() bool { return h.written.Load() == uint64(queued) }, "the queued ones written")
+}
+
+// Sync.Wait returns once Follow's fn has been handed every message recorded
+// before it, and not sooner: fn is held on the first live message, so a
+// Wait that did not wait would return while fn cannot go on.
+func TestSyncWaitsForWhatWasRecordedBeforeIt(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	var sync Sync
+	if err := sync.Wait(t.Context()); err != nil {
+		t.Fatalf("no Follow under way: Wait = %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	release := make(chan struct{})
+	var handed atomic.Int32
+	replayed := make(chan struct{})
+	followed := make(chan error, 1)
+	go func() {
+		_, err := h.Follow(ctx, Query{Filters: []string{"sync/#"}, Sync: &sync}, func(Record) error {
+			<-release
+			handed.Add(1)
+			return nil
+		}, func(Result) error {
+			close(replayed)
+			return nil
+		})
+		followed <- err
+	}()
+	select {
+	case <-replayed:
+	case <-time.After(time.Minute):
+		t.Fatal("Follow never went live")
+	}
+	for i := range 3 {
+		h.RecordFields(fmt.Sprintf("sync/%d", i), []byte("x"), "", "", "")
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	err := sync.Wait(short)
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait while fn holds the first message = %v, want the deadline", err)
+	}
+	close(release)
+	if err := sync.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := handed.Load(); n != 3 {
+		t.Fatalf("Wait returned with %d of the 3 messages handed to fn", n)
+	}
+	cancel()
+	<-followed
+	if err := sync.Wait(t.Context()); err != nil {
+		t.Fatalf("after Follow ended: Wait = %v", err)
+	}
 }

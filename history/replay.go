@@ -30,6 +30,68 @@ type Query struct {
 	// with Result.ReplayErr saying why the replay is missing or cut short:
 	// for live views, which would rather lose the past than the present.
 	BestEffort bool
+	// Sync, when set, lets the caller of Follow wait for its live part to
+	// catch up (Sync.Wait).
+	Sync *Sync
+}
+
+// Sync lets the caller of Follow wait until fn has been handed every
+// message recorded before a point: a view that Follow fills can then answer
+// a request with what was published before it, though fn runs on a
+// goroutine of its own. One Sync serves one Follow at a time.
+type Sync struct {
+	mu sync.Mutex
+	f  *follower // the Follow under way, nil between them
+}
+
+// Wait waits, until ctx is done, until the Follow under way has handed fn
+// every message that its filters match and that was recorded before the
+// call (its live part comes after the replay: Wait waits for that too), or
+// has ended. It returns at once when no Follow is under way, and ctx's
+// error when ctx ends first.
+func (s *Sync) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	f := s.f
+	s.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	target := f.offered // Record offers under History.mu, before it returns
+	f.mu.Unlock()
+	for {
+		f.mu.Lock()
+		done, progress := f.handed >= target || f.ended, f.progress
+		f.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// follow makes f the Follow that Wait waits for.
+func (s *Sync) follow(f *follower) {
+	if s != nil {
+		s.mu.Lock()
+		s.f = f
+		s.mu.Unlock()
+	}
+}
+
+// unfollow ends what follow began, unless another Follow has begun since.
+func (s *Sync) unfollow(f *follower) {
+	if s != nil {
+		s.mu.Lock()
+		if s.f == f {
+			s.f = nil
+		}
+		s.mu.Unlock()
+	}
 }
 
 // Record is one message read back.
@@ -74,6 +136,22 @@ type follower struct {
 	ids     map[string]int // ids in pending, while the replay needs them; nil after
 	behind  bool           // pending overflowed: the follower ends
 	wake    chan struct{}
+	// For Sync: the messages put in pending and those handed to fn since
+	// the follower began, whether it ended, and a channel closed when
+	// either changes.
+	offered, handed uint64
+	ended           bool
+	progress        chan struct{}
+}
+
+// advance counts n more messages handed to fn, or the follower's end.
+func (f *follower) advance(n int, end bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handed += uint64(n)
+	f.ended = f.ended || end
+	close(f.progress)
+	f.progress = make(chan struct{})
 }
 
 // offer queues e, which f's filters match; called under History.mu, it
@@ -86,6 +164,7 @@ func (f *follower) offer(e entry) {
 		f.behind, f.pending, f.ids = true, nil, nil
 	default:
 		f.pending = append(f.pending, e)
+		f.offered++
 		f.bytes += len(e.payload)
 		if f.ids != nil {
 			f.ids[e.id]++
@@ -157,17 +236,20 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 	// every message accepted before the follower is in the store (or lost)
 	// once the writer has caught up, and those after it, which the store
 	// may hold too, are left to the live part by their id.
-	f := &follower{filters: q.Filters, ids: map[string]int{}, wake: make(chan struct{}, 1)}
+	f := &follower{filters: q.Filters, ids: map[string]int{}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
 	h.mu.Lock()
 	h.followers[f] = struct{}{}
 	h.nFollowers.Add(1)
 	n := h.accepted
 	h.mu.Unlock()
+	q.Sync.follow(f)
 	defer func() {
 		h.mu.Lock()
 		delete(h.followers, f)
 		h.nFollowers.Add(-1)
 		h.mu.Unlock()
+		f.advance(0, true)
+		q.Sync.unfollow(f)
 	}()
 	var res Result
 	err := h.caughtUp(ctx, n)
@@ -193,6 +275,9 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 			if err := fn(Record{ID: e.id, Topic: e.topic, Source: e.source, Time: e.time(), Payload: e.payload, Live: true}); err != nil {
 				return res, err
 			}
+		}
+		if len(pending) > 0 {
+			f.advance(len(pending), false)
 		}
 		select {
 		case <-ctx.Done():
