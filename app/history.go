@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -44,20 +45,24 @@ func (b *Bridge) openHistory(ctx context.Context) error {
 // historyHook hands the history every message the embedded broker
 // publishes, the bridge's own (with their headers, as MQTT v5 user
 // properties) and its clients', once mochi has delivered it. It never
-// blocks: History.Record does not.
+// blocks: History.Record does not. Each MQTT client's messages go through
+// a history.Stage of its own, so that publishers do not contend for the
+// history's lock; the bridge's own, published on many goroutines through
+// mochi's inline client, go to the history directly.
 type historyHook struct {
 	mqtt.HookBase
 	history *history.History
+	stages  sync.Map // *mqtt.Client: *history.Stage
 }
 
 // ID names the hook in mochi's logs.
 func (h *historyHook) ID() string { return "firehose-history" }
 
 // Provides says which mochi events the hook handles.
-func (h *historyHook) Provides(b byte) bool { return b == mqtt.OnPublished }
+func (h *historyHook) Provides(b byte) bool { return b == mqtt.OnPublished || b == mqtt.OnDisconnect }
 
 // OnPublished records a message mochi has delivered.
-func (h *historyHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
+func (h *historyHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
 	if pk.Ignore {
 		return
 	}
@@ -72,7 +77,37 @@ func (h *historyHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
 			received = p.Val
 		}
 	}
+	if s := h.stage(cl); s != nil {
+		s.RecordFields(pk.TopicName, pk.Payload, id, source, received)
+		return
+	}
 	h.history.RecordFields(pk.TopicName, pk.Payload, id, source, received)
+}
+
+// stage is cl's stage, made on its first message; nil for the inline
+// client, and for a client that is gone (mochi publishes a delayed will
+// after OnDisconnect).
+func (h *historyHook) stage(cl *mqtt.Client) *history.Stage {
+	if cl == nil || cl.Net.Inline {
+		return nil
+	}
+	if s, ok := h.stages.Load(cl); ok {
+		return s.(*history.Stage)
+	}
+	if cl.Closed() {
+		return nil
+	}
+	// Only cl's goroutine publishes as cl: no other stage is made for it.
+	s := h.history.NewStage()
+	h.stages.Store(cl, s)
+	return s
+}
+
+// OnDisconnect hands over what cl's stage holds, and forgets it.
+func (h *historyHook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+	if s, ok := h.stages.LoadAndDelete(cl); ok {
+		s.(*history.Stage).Close()
+	}
 }
 
 // brokerAccess lets a history request read what an MQTT subscriber with

@@ -197,8 +197,32 @@ func TestHistoryOutlivesARestart(t *testing.T) {
 // TestHistoryReplayThenLiveHasNoGapAndNoDuplicate follows the history while
 // a publisher goes on publishing numbered messages through the switch from
 // replay to live: the follower sees each number once, in order.
+// The messages come from the bridge's own publisher (as adapters publish)
+// or from an MQTT client over TCP, whose messages the history takes
+// through a stage of that client's (history.Stage).
 func TestHistoryReplayThenLiveHasNoGapAndNoDuplicate(t *testing.T) {
-	b := startBridge(t, historyConfig(t, t.TempDir()))
+	t.Run("the bridge's own", func(t *testing.T) {
+		b := startBridge(t, historyConfig(t, t.TempDir()))
+		replayThenLive(t, b, func(ctx context.Context, i int64) error {
+			return b.Publisher().Publish(ctx, bus.NewMessage("test", fmt.Sprintf("n-%d", i), "test/seq", []byte(strconv.FormatInt(i, 10)), time.Now()))
+		})
+	})
+	t.Run("an MQTT client's", func(t *testing.T) {
+		cfg := historyConfig(t, t.TempDir())
+		hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+		cfg.Broker.Users = []credentials.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
+		b := startBridge(t, cfg)
+		pub := testkit.Connect(t, "tcp://"+b.Broker().Addr("mqtt"), testkit.ClientOptions{Username: "pub", Password: "pw"})
+		replayThenLive(t, b, func(_ context.Context, i int64) error {
+			return pub.Publish("test/seq", 1, false, strconv.FormatInt(i, 10))
+		})
+	})
+}
+
+// replayThenLive follows test/# through the history API while publish
+// publishes message i to test/seq, i = 0, 1, ..., without pause: the
+// follower gets each once, in order, across the switch from replay to live.
+func replayThenLive(t *testing.T, b *Bridge, publish func(ctx context.Context, i int64) error) {
 	base := "http://" + b.HTTPAddr()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -223,8 +247,7 @@ func TestHistoryReplayThenLiveHasNoGapAndNoDuplicate(t *testing.T) {
 				pubDone <- ctx.Err()
 				return
 			}
-			m := bus.NewMessage("test", fmt.Sprintf("n-%d", i), "test/seq", []byte(strconv.FormatInt(i, 10)), time.Now())
-			if err := b.Publisher().Publish(ctx, m); err != nil {
+			if err := publish(ctx, i); err != nil {
 				pubDone <- err
 				return
 			}

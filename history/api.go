@@ -59,7 +59,7 @@ func NewHandler(h *History, access Access) *Handler {
 const Path = "GET /api/v1/history"
 
 // ServeHTTP answers GET /api/v1/history?filter=F[&filter=G...]&since=&until=&limit=
-// with the matching messages in the order they were recorded: JSON lines,
+// with the matching messages in the order they were stored (Replay): JSON lines,
 // one object per message (id, time, topic, source, and payload as JSON, or
 // text or base64 when it is not JSON), ending after the replay unless
 // follow=1; or, with Accept: text/event-stream, Server-Sent Events

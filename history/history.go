@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,8 +77,18 @@ type History struct {
 	packMsg    *nats.Msg
 	compressed []byte
 	followers  map[*follower]struct{}
-	// nFollowers is len(followers), read without the lock.
-	nFollowers atomic.Int32
+	// nFollowers is len(followers), read without the lock;
+	// followedFilters are their filters, for stages (followed).
+	nFollowers      atomic.Int32
+	followedFilters atomic.Pointer[followedFilters]
+	// stages are the publishers' (stage.go); listed those that began a
+	// pack since the writer last handed theirs over, and spareListed the
+	// writer's room for the next list. staged is the queue bytes the
+	// stages' packs reserve.
+	stages      map[*Stage]struct{}
+	listed      []*Stage
+	spareListed []*Stage
+	staged      int
 
 	// clock is the time that stamps messages without one (an MQTT
 	// publisher's), while the ticker (tick) runs: 0 when it does not.
@@ -159,6 +170,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 		bootID:    hex.EncodeToString(id[:]),
 		queued:    make(chan struct{}, 1),
 		followers: map[*follower]struct{}{},
+		stages:    map[*Stage]struct{}{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		packMsg: &nats.Msg{Header: nats.Header{
@@ -217,38 +229,87 @@ func (h *History) RecordFields(topic string, payload []byte, id, source, receive
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.recordLocked(&e, keep)
+}
+
+// recordLocked queues e when keep, and offers it to the live followers
+// whose filters match it. Called under h.mu.
+func (h *History) recordLocked(e *entry, keep bool) {
 	gen := idGen{boot: h.bootID}
-	if id == "" {
+	if e.id == "" {
 		h.nextID++ // under the lock: an atomic shared by every publisher costs more
 		gen.n = h.nextID
 	}
 	if keep {
-		h.enqueue(&e, gen)
+		h.enqueue(e, gen)
 	}
 	if len(h.followers) == 0 {
 		return // a range over the empty map still costs its iterator's set-up, at the broker's rate
 	}
 	copied := false
+	shared := *e
 	for f := range h.followers {
-		if !matchAny(f.filters, topic) {
+		if !matchAny(f.filters, e.topic) {
 			continue
 		}
 		if !copied {
 			// Followers keep their entries: they share a copy, made
 			// only for a message one of them wants (the dashboard
 			// follows Ansible and ConfigDB, not Chef's large runs).
-			if e.id == "" {
-				e.id = gen.String()
+			if shared.id == "" {
+				shared.id = gen.String()
 			}
-			if receivedAt == "" && !keep {
-				// Not stamped above: a message the history does not
-				// keep ($SYS, every second) starts no ticker.
-				e.at = time.Now()
+			if shared.received == "" && !keep {
+				// Not stamped by the caller: a message the history
+				// does not keep ($SYS, every second) starts no ticker.
+				shared.at = time.Now()
 			}
-			e.payload, copied = bytes.Clone(payload), true
+			shared.payload, copied = bytes.Clone(e.payload), true
 		}
-		f.offer(e)
+		f.offer(shared)
 	}
+}
+
+// followed reports whether a live follower's filters match topic.
+func (h *History) followed(topic string) bool {
+	f := h.followedFilters.Load()
+	if f == nil {
+		return false
+	}
+	if len(f.anyFirst) > 0 && matchAny(f.anyFirst, topic) {
+		return true
+	}
+	first, _, _ := strings.Cut(topic, "/")
+	return matchAny(f.byFirst[first], topic)
+}
+
+// followedFilters are the live followers' filters by their first level,
+// so that a stage asks the few that can match a topic (the dashboard
+// follows five first levels, none of an MQTT publisher's).
+type followedFilters struct {
+	byFirst  map[string][]string
+	anyFirst []string // filters whose first level is + or #
+}
+
+// setFollowedLocked publishes the live followers' filters for followed.
+// Called under h.mu.
+func (h *History) setFollowedLocked() {
+	if len(h.followers) == 0 {
+		h.followedFilters.Store(nil)
+		return
+	}
+	all := &followedFilters{byFirst: map[string][]string{}}
+	for f := range h.followers {
+		for _, flt := range f.filters {
+			switch first, _, _ := strings.Cut(flt, "/"); first {
+			case "+", "#":
+				all.anyFirst = append(all.anyFirst, flt)
+			default:
+				all.byFirst[first] = append(all.byFirst[first], flt)
+			}
+		}
+	}
+	h.followedFilters.Store(all)
 }
 
 // now is when a message without a time of its own came: never later, and
@@ -298,21 +359,37 @@ func (h *History) tick() {
 // enqueue packs e into the queue for the writer, or counts it as lost when
 // the queue is full. Called under h.mu.
 func (h *History) enqueue(e *entry, gen idGen) {
-	if h.queue.msgs >= h.cfg.QueueSize {
-		h.lost("queue_full", 1, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", h.cfg.QueueSize))
-		return
-	}
-	if h.queue.bytes+packedSize(e) > int(h.cfg.QueueBytes) && h.queue.msgs > 0 {
-		h.lost("queue_full", 1, fmt.Errorf("%d bytes of messages wait to be written; this one would take them past history.queue_bytes (%v)", h.queue.bytes, h.cfg.QueueBytes))
+	if !h.queueHasRoom(1, packedSize(e)) {
 		return
 	}
 	h.queue.add(e, gen, int(h.packLimit.Load()), &h.free)
 	h.accepted++
 	if h.queue.msgs == 1 {
-		select {
-		case h.queued <- struct{}{}:
-		default: // the writer is told already
-		}
+		h.tellWriter()
+	}
+}
+
+// queueHasRoom reports whether msgs messages of bytes bytes (as packed)
+// fit the queue, or counts them as lost; an empty queue takes a stage's
+// pack whole. Called under h.mu.
+func (h *History) queueHasRoom(msgs, bytes int) bool {
+	if h.queue.msgs+msgs > h.cfg.QueueSize && h.queue.msgs > 0 {
+		h.lost("queue_full", msgs, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", h.cfg.QueueSize))
+		return false
+	}
+	if h.queue.bytes+h.staged+bytes > int(h.cfg.QueueBytes) && h.queue.msgs > 0 {
+		h.lost("queue_full", msgs, fmt.Errorf("%d bytes of messages wait to be written; these would take them past history.queue_bytes (%v)", h.queue.bytes+h.staged, h.cfg.QueueBytes))
+		return false
+	}
+	return true
+}
+
+// tellWriter wakes the writer, unless it is told already. Called under
+// h.mu.
+func (h *History) tellWriter() {
+	select {
+	case h.queued <- struct{}{}:
+	default:
 	}
 }
 
@@ -355,6 +432,7 @@ func (h *History) write() {
 			case <-linger.C:
 			}
 		}
+		h.handOverListed()
 		h.mu.Lock()
 		taken := h.queue
 		h.queue = spare

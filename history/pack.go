@@ -190,6 +190,14 @@ func (q *packQueue) add(e *entry, gen idGen, limit int, free *packBuffers) {
 	q.msgs++
 }
 
+// addPack puts p, a stage's pack, at the end of q.
+func (q *packQueue) addPack(p queuedPack) {
+	q.packs = append(q.packs, p)
+	q.held += cap(p.data)
+	q.bytes += len(p.data)
+	q.msgs += p.msgs
+}
+
 // emptied is q emptied for reuse (its packs' buffers given to free
 // first), or let go when a burst made it large.
 func (q packQueue) emptied(free *packBuffers) packQueue {

@@ -202,10 +202,14 @@ func matchAny(filters []string, topic string) bool {
 	return false
 }
 
-// Replay hands fn, in the order they were recorded, the stored messages
-// that q matches, up to the last one stored when it was called. It ends
-// early with fn's error.
+// Replay hands fn, in the order they were stored, the stored messages that
+// q matches, up to the last one recorded when it was called. Messages are
+// stored in the order they were recorded, except that an MQTT client's
+// wait in its Stage (a few milliseconds) and are stored together: each
+// client's keep the order it published them in. It ends early with fn's
+// error.
 func (h *History) Replay(ctx context.Context, q Query, fn func(Record) error) (Result, error) {
+	h.handOverAll()
 	h.mu.Lock()
 	n := h.accepted
 	h.mu.Unlock()
@@ -240,6 +244,16 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 	h.mu.Lock()
 	h.followers[f] = struct{}{}
 	h.nFollowers.Add(1)
+	h.setFollowedLocked()
+	h.mu.Unlock()
+	// The stages record what f's filters match through the queue from
+	// here on (each sees the filters once it next takes its lock, which
+	// handOverAll takes after they were set), and what they staged
+	// before is in the queue once handOverAll returns: n counts it. A
+	// message recorded between the two is both live and in the store,
+	// and its id leaves it to the live part.
+	h.handOverAll()
+	h.mu.Lock()
 	n := h.accepted
 	h.mu.Unlock()
 	q.Sync.follow(f)
@@ -247,6 +261,7 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 		h.mu.Lock()
 		delete(h.followers, f)
 		h.nFollowers.Add(-1)
+		h.setFollowedLocked()
 		h.mu.Unlock()
 		f.advance(0, true)
 		q.Sync.unfollow(f)

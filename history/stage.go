@@ -1,0 +1,210 @@
+package history
+
+import "sync"
+
+// A Stage records the messages of one publisher (an MQTT client of the
+// embedded broker) into a pack of its own, under a lock no other publisher
+// takes, and hands the pack to the writer's queue whole: when it is full
+// or the first level changes, when the writer comes for it (packLinger
+// after it began), and before anything reads the history or begins to
+// follow it. At the broker's rate the one lock of Record, taken by every
+// publisher for every message, cost more than the copy it guarded, as its
+// cache lines crossed from core to core with each message (issue 27); a
+// stage takes it once a pack.
+//
+// What changes is the order across publishers: the history holds each
+// publisher's messages in the order it published them, and the packs of
+// different publishers in the order they were handed over. A message that
+// a live follower's filters match is not staged: it goes to the queue and
+// to the followers at once, after what the stage holds, so that followers
+// see it as it comes (Follow's order is Record's).
+//
+// One goroutine records through a Stage at a time (mochi reads a client's
+// packets on one); Close ends it.
+type Stage struct {
+	h  *History
+	mu sync.Mutex // the publisher's; the writer and readers take it to hand the pack over
+	// The pack being built (msgs 0: none), and the queue bytes reserved
+	// for it (History.staged).
+	pack     queuedPack
+	reserved int
+	// nextID and endID bound the ids reserved for messages without one.
+	nextID, endID uint64
+	closed        bool
+	listed        bool // in History.listed, under History.mu
+}
+
+// stagePackBytes bounds a stage's pack: it is reserved in the queue's bytes
+// (history.queue_bytes) while the pack is built, so that stages and queue
+// together hold no more than the queue may, and stages reserve at most half
+// of it. A message that does not fit an empty stage's pack, or that finds
+// no room to reserve, goes to the queue directly.
+const stagePackBytes = 256 << 10
+
+// stageMsgs bounds the messages of a stage's pack: a pack is taken into
+// the queue whole, and history.queue_size must leave room for several.
+func (h *History) stageMsgs() int { return min(maxBatch, max(1, h.cfg.QueueSize/8)) }
+
+// minStageBuffer is the least room a stage's new buffer has (when no
+// written pack's is kept): a publisher of a message a second, one of many,
+// begins a pack with each, and must not cost a pack's room for it.
+const minStageBuffer = 4 << 10
+
+// NewStage returns a stage for one publisher's messages.
+func (h *History) NewStage() *Stage {
+	s := &Stage{h: h}
+	h.mu.Lock()
+	h.stages[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+// Close hands over what s holds; later messages recorded through s go to
+// the queue directly.
+func (s *Stage) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.handOver(s)
+	delete(h.stages, s)
+	s.closed = true
+}
+
+// RecordFields is History.RecordFields for the stage's publisher.
+func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedAt string) {
+	h := s.h
+	if !h.Keeps(topic) {
+		h.RecordFields(topic, payload, id, source, receivedAt) // for the live followers, if any
+		return
+	}
+	e := entry{id: id, topic: topic, source: source, received: receivedAt, payload: payload}
+	if receivedAt == "" {
+		e.at = h.now()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || h.followed(topic) {
+		h.mu.Lock()
+		h.handOver(s) // first: the publisher's order
+		h.recordLocked(&e, true)
+		h.mu.Unlock()
+		return
+	}
+	token, size := sourceToken(topic), packedSize(&e)
+	p := &s.pack
+	if p.msgs == 0 || p.token != token || p.msgs >= h.stageMsgs() || len(p.data)+size > min(stagePackBytes, int(h.packLimit.Load())) {
+		h.mu.Lock()
+		if !h.restage(s, token, size) {
+			h.recordLocked(&e, true)
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+	}
+	gen := idGen{boot: h.bootID}
+	if id == "" {
+		s.nextID++
+		gen.n = s.nextID
+	}
+	p.data = appendPacked(p.data, &e, gen)
+	p.msgs++
+	p.payload += len(payload)
+}
+
+// handOver moves what s holds to the queue (or counts it as lost when the
+// queue has no room), under s.mu and h.mu.
+func (h *History) handOver(s *Stage) {
+	h.staged -= s.reserved
+	s.reserved = 0
+	p := s.pack
+	s.pack = queuedPack{}
+	if p.msgs == 0 {
+		if p.data != nil {
+			h.free.put(p.data)
+		}
+		return
+	}
+	if !h.queueHasRoom(p.msgs, len(p.data)) {
+		h.free.put(p.data)
+		return
+	}
+	h.queue.addPack(p)
+	h.accepted += uint64(p.msgs)
+	if h.queue.msgs == p.msgs {
+		h.tellWriter()
+	}
+}
+
+// restage hands over what s holds and begins a pack for a message of size
+// bytes on first level token, with the ids its messages may need; false
+// when the message does not fit a stage's pack or the queue's bytes leave
+// no room to reserve one: it goes to the queue directly. Under s.mu and
+// h.mu.
+func (h *History) restage(s *Stage, token string, size int) bool {
+	h.handOver(s)
+	if 1+size > min(stagePackBytes, int(h.packLimit.Load())) ||
+		h.staged+stagePackBytes > int(h.cfg.QueueBytes)/2 || h.queue.bytes+h.staged+stagePackBytes > int(h.cfg.QueueBytes) {
+		return false
+	}
+	h.staged += stagePackBytes
+	s.reserved = stagePackBytes
+	s.pack = queuedPack{data: append(h.free.get(max(1+size, minStageBuffer)), packVersion), token: token}
+	if s.endID-s.nextID < maxBatch {
+		s.nextID = h.nextID
+		h.nextID += maxBatch
+		s.endID = h.nextID
+	}
+	if !s.listed {
+		s.listed = true
+		h.listed = append(h.listed, s)
+	}
+	h.tellWriter() // it hands the pack over after packLinger at most
+	return true
+}
+
+// handOverListed hands over the packs of the stages that began one since
+// the last call: the writer's, before it takes the queue.
+func (h *History) handOverListed() {
+	h.mu.Lock()
+	listed := h.listed
+	h.listed = h.spareListed
+	for _, s := range listed {
+		s.listed = false
+	}
+	h.mu.Unlock()
+	for _, s := range listed {
+		s.handOver()
+	}
+	clear(listed)
+	h.spareListed = listed[:0]
+}
+
+// handOverAll hands over what every stage holds: after it, each message a
+// stage was handed before the call is in the queue (or counted as lost),
+// so that a reader that waits for the writer finds it.
+func (h *History) handOverAll() {
+	h.mu.Lock()
+	if len(h.stages) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	stages := make([]*Stage, 0, len(h.stages))
+	for s := range h.stages {
+		stages = append(stages, s)
+	}
+	h.mu.Unlock()
+	for _, s := range stages {
+		s.handOver()
+	}
+}
+
+// handOver moves what s holds to the queue.
+func (s *Stage) handOver() {
+	s.mu.Lock()
+	s.h.mu.Lock()
+	s.h.handOver(s)
+	s.h.mu.Unlock()
+	s.mu.Unlock()
+}

@@ -1,0 +1,222 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/opsfirehose/firehose/internal/bytesize"
+	"github.com/opsfirehose/firehose/internal/testkit"
+)
+
+// Publishers recording through stages at once, beside the bridge's own
+// messages recorded directly: a replay has every message once, with an id
+// of its own, and each publisher's in the order it published them, the
+// ones its stage still held included.
+func TestStagesKeepEachPublishersOrder(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	const pubs, each = 4, 3000
+	var wg sync.WaitGroup
+	for p := range pubs {
+		s := h.NewStage()
+		defer s.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				// Two first levels: a pack is handed over when it
+				// changes.
+				h := "pub"
+				if i%500 == 499 {
+					h = "other"
+				}
+				s.RecordFields(fmt.Sprintf("%s/%d", h, p), []byte(strconv.Itoa(i)), "", "", "")
+			}
+		}()
+	}
+	for i := range each {
+		h.RecordFields("bridge/own", []byte(strconv.Itoa(i)), fmt.Sprintf("own-%d", i), "test", "")
+	}
+	wg.Wait()
+	next := map[string]int{}
+	ids := map[string]bool{}
+	n := 0
+	if _, err := h.Replay(t.Context(), Query{Filters: []string{"#"}}, func(r Record) error {
+		n++
+		if ids[r.ID] || r.ID == "" {
+			return fmt.Errorf("message %d: id %q again or empty", n, r.ID)
+		}
+		ids[r.ID] = true
+		publisher := r.Topic[strings.IndexByte(r.Topic, '/')+1:]
+		if want := strconv.Itoa(next[publisher]); string(r.Payload) != want {
+			return fmt.Errorf("publisher %s: message %s after %d of its own, want %s", publisher, r.Payload, next[publisher], want)
+		}
+		next[publisher]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != pubs*each+each {
+		t.Fatalf("replayed %d messages, want %d", n, pubs*each+each)
+	}
+}
+
+// A stage's messages reach the store with nothing reading the history:
+// the writer comes for what stages hold.
+func TestTheWriterTakesWhatStagesHold(t *testing.T) {
+	h, reg := open(t, DefaultConfig())
+	s := h.NewStage()
+	defer s.Close()
+	for i := range 10 {
+		s.RecordFields(fmt.Sprintf("staged/%d", i), []byte("x"), "", "", "")
+	}
+	testkit.Eventually(t, func() bool { return metricValue(t, reg, "firehose_history_stored_total", "") == 10 },
+		"the 10 staged messages stored, with no reader")
+}
+
+// Follow through stages has no gap and no duplicate: a publisher records
+// through a stage without pause while Follow begins, and the replay then
+// the live part hand fn each of its messages once, in order. Staged
+// messages recorded before the follower are in the store when the replay
+// reads it, and those after it come live, though nothing was handed over
+// for them in between.
+func TestFollowThroughStagesHasNoGapAndNoDuplicate(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var published atomic.Int64
+	ahead := make(chan struct{}, 5000) // the follower's buffer stays bounded
+	stopAt := atomic.Int64{}
+	stopAt.Store(1 << 62)
+	pubDone := make(chan struct{})
+	go func() {
+		defer close(pubDone)
+		s := h.NewStage()
+		defer s.Close()
+		for i := int64(0); i < stopAt.Load(); i++ {
+			select {
+			case ahead <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			s.RecordFields("seq/x", []byte(strconv.FormatInt(i, 10)), "", "", "")
+			published.Store(i + 1)
+		}
+	}()
+	testkit.Eventually(t, func() bool { return published.Load() >= 1000 }, "1000 messages published")
+	next, replayed, live := int64(0), 0, 0
+	_, err := h.Follow(ctx, Query{Filters: []string{"seq/#"}}, func(r Record) error {
+		<-ahead
+		if string(r.Payload) != strconv.FormatInt(next, 10) {
+			return fmt.Errorf("after %d replayed and %d live messages, got message %s, want %d", replayed, live, r.Payload, next)
+		}
+		next++
+		if !r.Live {
+			replayed++
+			return nil
+		}
+		if live++; live == 1 {
+			stopAt.Store(published.Load() + 1000) // on through the switch and past it
+		}
+		if next == stopAt.Load() {
+			cancel()
+		}
+		return nil
+	}, nil)
+	if err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+	<-pubDone
+	if next != stopAt.Load() {
+		t.Fatalf("Follow ended after %d of %d messages (%v)", next, stopAt.Load(), err)
+	}
+	if replayed < 1000 || live < 1000 {
+		t.Fatalf("%d replayed, %d live: the switch was not exercised", replayed, live)
+	}
+}
+
+// Stages reserve room in history.queue_bytes for the packs they build, and
+// at most half of it: a stage that finds no room to reserve records into
+// the queue directly, where queue_bytes bounds what waits. The stages'
+// and the history's locks are held throughout, so that the writer takes
+// nothing meanwhile.
+func TestStagesStayWithinQueueBytes(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.QueueBytes = bytesize.MiB
+	h, _ := open(t, cfg)
+	stages := []*Stage{h.NewStage(), h.NewStage(), h.NewStage()}
+	for _, s := range stages {
+		s.mu.Lock()
+	}
+	h.mu.Lock()
+	var began []bool
+	for _, s := range stages {
+		began = append(began, h.restage(s, "big", 100))
+	}
+	staged := h.staged
+	h.mu.Unlock()
+	for _, s := range stages {
+		s.mu.Unlock()
+	}
+	if fmt.Sprint(began) != "[true true false]" || staged != int(bytesize.MiB)/2 {
+		t.Fatalf("three stages with queue_bytes 1 MiB: began packs %v, reserving %d bytes; want the first two, reserving half", began, staged)
+	}
+	// The third records into the queue directly: its messages are
+	// stored all the same.
+	for _, s := range stages {
+		s.RecordFields("big/x", []byte("x"), "", "", "")
+	}
+	for _, s := range stages {
+		s.Close()
+	}
+	h.mu.Lock()
+	staged = h.staged
+	h.mu.Unlock()
+	if staged != 0 {
+		t.Fatalf("closed stages still reserve %d bytes", staged)
+	}
+	testkit.Eventually(t, func() bool { return testutil.ToFloat64(h.metrics.stored) == 3 }, "the three messages stored")
+}
+
+// A replay has what a stage holds: the stage is handed over first, not
+// left to the writer's next pass.
+func TestReplayHasWhatStagesHold(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	s := h.NewStage()
+	defer s.Close()
+	s.RecordFields("held/1", []byte("x"), "", "", "")
+	testkit.Eventually(t, func() bool { return h.written.Load() == 1 }, "the first message written")
+	s.RecordFields("held/2", []byte("x"), "", "", "") // the writer lingers before it comes for this one
+	if got := replayTopics(t, h, Query{Filters: []string{"held/#"}}); strings.Join(got, " ") != "held/1 held/2" {
+		t.Fatalf("replayed %v, want held/1 held/2", got)
+	}
+}
+
+// A stage's pack holds at most an eighth of history.queue_size messages:
+// the queue takes a pack whole, and a small queue_size must still take
+// several.
+func TestStagePacksFitASmallQueue(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.QueueSize = 64
+	h, reg := open(t, cfg)
+	s := h.NewStage()
+	for i := range 100 {
+		s.RecordFields("small/queue", []byte(strconv.Itoa(i)), "", "", "")
+		s.mu.Lock()
+		n := s.pack.msgs
+		s.mu.Unlock()
+		if n > 8 {
+			t.Fatalf("a stage's pack holds %d messages, with queue_size 64", n)
+		}
+	}
+	s.Close()
+	testkit.Eventually(t, func() bool {
+		return metricValue(t, reg, "firehose_history_stored_total", "")+metricValue(t, reg, "firehose_history_lost_total", "queue_full") == 100
+	}, "the 100 messages stored, or counted as lost when the small queue was full")
+}
