@@ -46,8 +46,9 @@ const stagePackBytes = 256 << 10
 func (h *History) stageMsgs() int { return min(maxBatch, max(1, h.cfg.QueueSize/8)) }
 
 // minStageBuffer is the least room a stage's new buffer has (when no
-// written pack's is kept): a publisher of a message a second, one of many,
-// begins a pack with each, and must not cost a pack's room for it.
+// written pack's is kept, and while the queue's buffers hold less than
+// maxFreeBytes): a publisher of a message a second, one of many, begins a
+// pack with each, and must not cost a pack's room for it.
 const minStageBuffer = 4 << 10
 
 // NewStage returns a stage for one publisher's messages.
@@ -150,7 +151,13 @@ func (h *History) restage(s *Stage, token string, size int) bool {
 	}
 	h.staged += stagePackBytes
 	s.reserved = stagePackBytes
-	s.pack = queuedPack{data: append(h.free.get(max(1+size, minStageBuffer)), packVersion), token: token}
+	least := 1 + size
+	if h.queue.held < maxFreeBytes {
+		// As packQueue.add: when first levels alternate, each message is
+		// a pack, and queue_size of them must not cost minStageBuffer each.
+		least = max(least, minStageBuffer)
+	}
+	s.pack = queuedPack{data: append(h.free.get(least), packVersion), token: token}
 	if s.endID-s.nextID < maxBatch {
 		s.nextID = h.nextID
 		h.nextID += maxBatch

@@ -220,3 +220,46 @@ func TestStagePacksFitASmallQueue(t *testing.T) {
 		return metricValue(t, reg, "firehose_history_stored_total", "")+metricValue(t, reg, "firehose_history_lost_total", "queue_full") == 100
 	}, "the 100 messages stored, or counted as lost when the small queue was full")
 }
+
+// TestStageMemoryIsBoundedByItsMessages is TestQueueMemoryIsBoundedByItsMessages
+// for a stage: a publisher whose first levels alternate begins a pack with
+// each message, and while the store is slow those packs wait in the queue;
+// their buffers must cost about what the messages do (plus a fixed slack),
+// not minStageBuffer each (256 MiB for the default queue_size). The writer
+// is held in handOverListed by another stage's lock, as a slow store holds
+// it in send, so that it takes nothing from the queue meanwhile.
+func TestStageMemoryIsBoundedByItsMessages(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	holder, s := h.NewStage(), h.NewStage()
+	for held := false; !held; {
+		holder.RecordFields("hold/x", []byte("x"), "", "", "")
+		holder.mu.Lock()
+		if held = holder.pack.msgs > 0; !held {
+			holder.mu.Unlock() // the writer took it already: again
+		}
+	}
+	testkit.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return !holder.listed
+	}, "the writer waiting for the holding stage")
+	payload := make([]byte, 100)
+	data := 0
+	for i := range 4096 {
+		e := entry{topic: []string{"chef/a", "ansible/b"}[i%2], payload: payload}
+		s.RecordFields(e.topic, e.payload, "", "", "")
+		data += packedSize(&e)
+	}
+	h.mu.Lock()
+	held, packs := h.queue.held, len(h.queue.packs)
+	h.mu.Unlock()
+	holder.mu.Unlock()
+	holder.Close()
+	s.Close()
+	if packs < 4000 {
+		t.Fatalf("%d packs queued of 4096 messages of alternating first levels", packs)
+	}
+	if limit := 2*data + maxFreeBytes; held > limit {
+		t.Errorf("the queue's packs hold %d bytes for %d bytes of messages: more than %d", held, data, limit)
+	}
+}
