@@ -85,8 +85,9 @@ func (h *historyHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
 }
 
 // stage is cl's stage, made on its first message; nil for the inline
-// client, and for a client that is gone (mochi publishes a delayed will
-// after OnDisconnect).
+// client, and for a client that is gone: the router's pipeline releases
+// cl's publishes on a goroutine of its own (mqttin), and goes on after
+// OnDisconnect.
 func (h *historyHook) stage(cl *mqtt.Client) *history.Stage {
 	if cl == nil || cl.Net.Inline {
 		return nil
@@ -97,9 +98,20 @@ func (h *historyHook) stage(cl *mqtt.Client) *history.Stage {
 	if cl.Closed() {
 		return nil
 	}
-	// Only cl's goroutine publishes as cl: no other stage is made for it.
 	s := h.history.NewStage()
-	h.stages.Store(cl, s)
+	if was, loaded := h.stages.LoadOrStore(cl, s); loaded {
+		s.Close() // cl's reading goroutine and the pipeline both made one
+		return was.(*history.Stage)
+	}
+	// mochi closes cl before OnDisconnect: had OnDisconnect come since the
+	// check above, it found no stage to close, and this one would be kept
+	// (with cl) forever.
+	if cl.Closed() {
+		if h.stages.CompareAndDelete(cl, s) {
+			s.Close()
+		}
+		return nil
+	}
 	return s
 }
 
