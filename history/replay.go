@@ -205,8 +205,8 @@ func matchAny(filters []string, topic string) bool {
 // Replay hands fn, in the order they were stored, the stored messages that
 // q matches, up to the last one recorded when it was called. Messages are
 // stored in the order they were recorded, except that an MQTT client's
-// wait in its Stage (a few milliseconds) and are stored together: each
-// client's keep the order it published them in. It ends early with fn's
+// messages wait in its Stage (a few milliseconds) and are stored together:
+// each client's keep the order it published them in. It ends early with fn's
 // error.
 func (h *History) Replay(ctx context.Context, q Query, fn func(Record) error) (Result, error) {
 	h.handOverAll()

@@ -19,8 +19,10 @@ import "sync"
 // to the followers at once, after what the stage holds, so that followers
 // see it as it comes (Follow's order is Record's).
 //
-// One goroutine records through a Stage at a time (mochi reads a client's
-// packets on one); Close ends it.
+// A publisher's messages come in one order, but not always on one
+// goroutine (mochi reads a client's packets on one, the router's pipeline
+// releases those it held on another): RecordFields takes the stage's lock
+// for all it does. Close ends it.
 type Stage struct {
 	h  *History
 	mu sync.Mutex // the publisher's; the writer and readers take it to hand the pack over
