@@ -59,13 +59,25 @@ type historyHook struct {
 func (h *historyHook) ID() string { return "firehose-history" }
 
 // Provides says which mochi events the hook handles.
-func (h *historyHook) Provides(b byte) bool { return b == mqtt.OnPublished || b == mqtt.OnDisconnect }
+func (h *historyHook) Provides(b byte) bool {
+	return b == mqtt.OnPublished || b == mqtt.OnWillSent || b == mqtt.OnDisconnect
+}
 
 // OnPublished records a message mochi has delivered.
 func (h *historyHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
 	if pk.Ignore {
 		return
 	}
+	h.record(cl, pk)
+}
+
+// OnWillSent records a will mochi has delivered: it publishes wills
+// without OnPublished. (A delayed will whose session is gone by then is
+// delivered without OnWillSent too, and is not recorded.)
+func (h *historyHook) OnWillSent(cl *mqtt.Client, pk packets.Packet) { h.record(cl, pk) }
+
+// record hands the history a message of cl's, through cl's stage.
+func (h *historyHook) record(cl *mqtt.Client, pk packets.Packet) {
 	var id, source, received string
 	for _, p := range pk.Properties.User {
 		switch p.Key {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/crypto/bcrypt"
@@ -545,4 +546,25 @@ func TestHistoryAsServerSentEvents(t *testing.T) {
 	if ev := next(); !strings.HasPrefix(ev, "event: message\nid: id-3\n") || !strings.Contains(ev, `"live":true`) {
 		t.Fatalf("live: %q", ev)
 	}
+}
+
+// TestHistoryKeepsWills: a client's last will, published by the broker
+// when the client goes without a DISCONNECT, is in the history as any
+// publish is (mochi sends wills without its OnPublished event).
+func TestHistoryKeepsWills(t *testing.T) {
+	cfg := historyConfig(t, t.TempDir())
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	cfg.Broker.Users = []credentials.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
+	b := startBridge(t, cfg)
+	c := testkit.DialRaw(t, b.Broker().Addr("mqtt"))
+	will := &packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1}, TopicName: "wills/node-1", Payload: []byte(`"offline"`)}
+	if ack := c.Connect(4, testkit.ConnectOptions{ClientID: "node-1", Username: "pub", Password: "pw", Clean: true, Will: will}); ack.ReasonCode != 0 {
+		t.Fatalf("CONNECT with a will answered 0x%02X", ack.ReasonCode)
+	}
+	_ = c.Conn.Close() // no DISCONNECT: the will goes
+	base := "http://" + b.HTTPAddr()
+	testkit.Eventually(t, func() bool {
+		got := getHistory(t, base, "filter=wills/%23")
+		return len(got) == 1 && got[0].Topic == "wills/node-1" && string(got[0].Payload) == `"offline"`
+	}, "the will in the history")
 }
