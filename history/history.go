@@ -103,6 +103,8 @@ type History struct {
 	degradedMu sync.Mutex
 	degraded   string    // why, or "" when healthy
 	loggedAt   time.Time // when degraded was last logged
+	// degradedReason is the lost reason degraded says.
+	degradedReason string
 
 	stop    chan struct{}
 	done    chan struct{}
@@ -374,11 +376,15 @@ func (h *History) enqueue(e *entry, gen idGen) {
 // pack whole. Called under h.mu.
 func (h *History) queueHasRoom(msgs, bytes int) bool {
 	if h.queue.msgs+msgs > h.cfg.QueueSize && h.queue.msgs > 0 {
-		h.lost("queue_full", msgs, fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", h.cfg.QueueSize))
+		h.lost("queue_full", msgs, func() error {
+			return fmt.Errorf("%d messages wait to be written, the most history.queue_size allows", h.cfg.QueueSize)
+		})
 		return false
 	}
 	if h.queue.bytes+h.staged+bytes > int(h.cfg.QueueBytes) && h.queue.msgs > 0 {
-		h.lost("queue_full", msgs, fmt.Errorf("%d bytes of messages wait to be written; these would take them past history.queue_bytes (%v)", h.queue.bytes+h.staged, h.cfg.QueueBytes))
+		h.lost("queue_full", msgs, func() error {
+			return fmt.Errorf("%d bytes of messages wait to be written; these would take them past history.queue_bytes (%v)", h.queue.bytes+h.staged, h.cfg.QueueBytes)
+		})
 		return false
 	}
 	return true
@@ -525,7 +531,7 @@ func (h *History) send(batch []queuedPack) {
 				h.log.Info().Str("stream", h.cfg.Stream).Msg("history stream made again")
 			}
 		}
-		h.lost("store_error", failed, lastErr)
+		h.lost("store_error", failed, func() error { return lastErr })
 	} else if h.waiting() < h.cfg.QueueSize/2 {
 		h.recovered()
 	}
@@ -539,18 +545,25 @@ func (h *History) waiting() int {
 }
 
 // lost counts n messages left out of the history and marks it degraded,
-// logging at most every 10 seconds.
-func (h *History) lost(reason string, n int, err error) {
+// logging at most every 10 seconds. cause says why: it is called only to
+// log, or when the reason changes, so that while the queue is full each
+// message left out costs a count, not an error formatted at the broker's
+// rate.
+func (h *History) lost(reason string, n int, cause func() error) {
 	h.metrics.lost.WithLabelValues(reason).Add(float64(n))
-	why := reason + ": " + err.Error()
 	h.degradedMu.Lock()
 	defer h.degradedMu.Unlock()
 	now := time.Now()
-	if h.degraded == "" || now.Sub(h.loggedAt) >= 10*time.Second {
+	logIt := h.degraded == "" || now.Sub(h.loggedAt) >= 10*time.Second
+	if !logIt && reason == h.degradedReason {
+		return
+	}
+	err := cause()
+	if logIt {
 		h.log.Warn().Err(err).Str("reason", reason).Msg("history degraded: messages left out of the history; live traffic is unaffected")
 		h.loggedAt = now
 	}
-	h.degraded = why
+	h.degraded, h.degradedReason = reason+": "+err.Error(), reason
 }
 
 func (h *History) recovered() {

@@ -323,3 +323,27 @@ func TestSyncWaitsForWhatWasRecordedBeforeIt(t *testing.T) {
 		t.Fatalf("after Follow ended: Wait = %v", err)
 	}
 }
+
+// A message left out of a full queue costs a count, not an error formatted
+// for each: at the broker's rate, while a slow store holds the writer,
+// the live path must not pay for the history's trouble.
+func TestLeavingOutOfAFullQueueAllocatesNothing(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.QueueSize = 4
+	h, _ := open(t, cfg)
+	e := entry{id: "x", topic: "full/x", at: time.Now(), payload: []byte("x")}
+	h.mu.Lock() // the writer takes nothing meanwhile
+	defer h.mu.Unlock()
+	for range cfg.QueueSize {
+		h.enqueue(&e, idGen{})
+	}
+	if allocs := testing.AllocsPerRun(1000, func() { h.enqueue(&e, idGen{}) }); allocs != 0 {
+		t.Fatalf("leaving a message out of the full queue allocated %v times", allocs)
+	}
+	if lost := testutil.ToFloat64(h.metrics.lost.WithLabelValues("queue_full")); lost != 1001 {
+		t.Fatalf("%v counted as lost, want 1001", lost)
+	}
+	if !strings.HasPrefix(h.Status(), "degraded: queue_full: ") {
+		t.Fatalf("status %q", h.Status())
+	}
+}
