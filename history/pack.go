@@ -161,33 +161,48 @@ type queuedPack struct {
 	token   string // their topics' first level (sourceToken)
 }
 
-// add packs e on to the last pack, or starts a pack in a buffer of free
-// when the last one is of another first level (packSubject), holds
-// maxBatch messages, or would outgrow limit bytes (a message larger than
-// limit is a pack alone). A new buffer has room for minPackBuffer only
-// while the queue's buffers hold less than maxFreeBytes: when first levels
-// alternate, each message is a pack, and queue_size of them must not cost
-// minPackBuffer each.
+// add packs e on to the last pack, or starts a pack (newPack) when the
+// last one cannot take it (takes): a message larger than limit is a pack
+// alone.
 func (q *packQueue) add(e *entry, gen idGen, limit int, free *packBuffers) {
-	token := sourceToken(e.topic)
-	size := packedSize(e)
-	if n := len(q.packs); n == 0 || q.packs[n-1].token != token || q.packs[n-1].msgs >= maxBatch ||
-		len(q.packs[n-1].data)+size > limit {
-		least := 1 + size
-		if q.held < maxFreeBytes {
-			least = max(least, minPackBuffer)
-		}
-		q.packs = append(q.packs, queuedPack{data: append(free.get(least), packVersion), token: token})
+	token, size := sourceToken(e.topic), packedSize(e)
+	if n := len(q.packs); n == 0 || !q.packs[n-1].takes(token, size, maxBatch, limit) {
+		q.packs = append(q.packs, newPack(free, token, size, q.held, minPackBuffer))
 		q.held += cap(q.packs[len(q.packs)-1].data)
 	}
 	p := &q.packs[len(q.packs)-1]
 	was, wasLen := cap(p.data), len(p.data)
-	p.data = appendPacked(p.data, e, gen)
+	p.append(e, gen)
 	q.held += cap(p.data) - was
 	q.bytes += len(p.data) - wasLen
+	q.msgs++
+}
+
+// takes reports whether p can take one more message of size bytes (as
+// packed) on first level token: a pack holds one first level (packSubject),
+// at most maxMsgs messages and limit bytes.
+func (p *queuedPack) takes(token string, size, maxMsgs, limit int) bool {
+	return p.msgs > 0 && p.token == token && p.msgs < maxMsgs && len(p.data)+size <= limit
+}
+
+// append packs e on to p.
+func (p *queuedPack) append(e *entry, gen idGen) {
+	p.data = appendPacked(p.data, e, gen)
 	p.msgs++
 	p.payload += len(e.payload)
-	q.msgs++
+}
+
+// newPack starts a pack on first level token for a message of size bytes,
+// in a buffer of free. The buffer has room for least bytes only while the
+// queue's buffers hold less than maxFreeBytes (held): when first levels
+// alternate, each message is a pack, and queue_size of them must not cost
+// least each.
+func newPack(free *packBuffers, token string, size, held, least int) queuedPack {
+	room := 1 + size
+	if held < maxFreeBytes {
+		room = max(room, least)
+	}
+	return queuedPack{data: append(free.get(room), packVersion), token: token}
 }
 
 // addPack puts p, a stage's pack, at the end of q.

@@ -96,8 +96,7 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 		return
 	}
 	token, size := sourceToken(topic), packedSize(&e)
-	p := &s.pack
-	if p.msgs == 0 || p.token != token || p.msgs >= h.stageMsgs() || len(p.data)+size > min(stagePackBytes, int(h.packLimit.Load())) {
+	if !s.pack.takes(token, size, h.stageMsgs(), min(stagePackBytes, int(h.packLimit.Load()))) {
 		h.mu.Lock()
 		if !h.restage(s, token, size) {
 			h.recordLocked(&e, true)
@@ -111,9 +110,7 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 		s.nextID++
 		gen.n = s.nextID
 	}
-	p.data = appendPacked(p.data, &e, gen)
-	p.msgs++
-	p.payload += len(payload)
+	s.pack.append(&e, gen)
 }
 
 // handOver moves what s holds to the queue (or counts it as lost when the
@@ -153,13 +150,7 @@ func (h *History) restage(s *Stage, token string, size int) bool {
 	}
 	h.staged += stagePackBytes
 	s.reserved = stagePackBytes
-	least := 1 + size
-	if h.queue.held < maxFreeBytes {
-		// As packQueue.add: when first levels alternate, each message is
-		// a pack, and queue_size of them must not cost minStageBuffer each.
-		least = max(least, minStageBuffer)
-	}
-	s.pack = queuedPack{data: append(h.free.get(least), packVersion), token: token}
+	s.pack = newPack(&h.free, token, size, h.queue.held, minStageBuffer)
 	if s.endID-s.nextID < maxBatch {
 		s.nextID = h.nextID
 		h.nextID += maxBatch
