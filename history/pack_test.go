@@ -207,6 +207,19 @@ func TestCompressedPacks(t *testing.T) {
 	if z := compressPack(&buf, raw); !bytes.Equal(z, raw) {
 		t.Error("random bytes were stored compressed, larger")
 	}
+	// A large pack is compressed only if its start shrinks: one that
+	// begins with random bytes is stored as it is, zeros after them or not.
+	mixed := make([]byte, 8*compressProbe)
+	_, _ = rand.NewChaCha8([32]byte{2}).Read(mixed[:2*compressProbe])
+	startsRandom := appendPacked([]byte{packVersion}, &entry{id: "m", topic: "a", payload: mixed}, idGen{})
+	if z := compressPack(&buf, startsRandom); !bytes.Equal(z, startsRandom) {
+		t.Errorf("a large pack whose start does not compress was compressed (%d bytes from %d)", len(z), len(startsRandom))
+	}
+	clear(mixed[:2*compressProbe])
+	_, _ = rand.NewChaCha8([32]byte{2}).Read(mixed[6*compressProbe:])
+	if z := compressPack(&buf, appendPacked([]byte{packVersion}, &entry{id: "m", topic: "a", payload: mixed}, idGen{})); z[0] != packVersionS2 {
+		t.Error("a large pack whose start compresses was stored as it is")
+	}
 	big := appendPacked([]byte{packVersion}, &entry{id: "b", topic: "a", payload: make([]byte, maxPackBytes)}, idGen{})
 	if z := compressPack(&buf, big); !bytes.Equal(z, big) {
 		t.Error("a pack larger than a pack holds was compressed: it could not be read back")
