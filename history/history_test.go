@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -346,4 +347,37 @@ func TestLeavingOutOfAFullQueueAllocatesNothing(t *testing.T) {
 	if !strings.HasPrefix(h.Status(), "degraded: queue_full: ") {
 		t.Fatalf("status %q", h.Status())
 	}
+}
+
+// TestRecordingBehindASlowStoreCopiesLittle: once the queue's buffers hold
+// maxFreeBytes (the writer is behind), a pack begins at its first message's
+// size; growing it as messages come must copy what it holds about twice,
+// not the five times of append's growth by a quarter: recording must not
+// cost more the further the writer falls behind.
+func TestRecordingBehindASlowStoreCopiesLittle(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	h.mu.Lock() // the writer takes nothing meanwhile
+	defer h.mu.Unlock()
+	big := entry{id: "big", topic: "big/x", at: time.Now(), payload: make([]byte, 512<<10)}
+	for h.queue.held < maxFreeBytes {
+		h.enqueue(&big, idGen{})
+	}
+	e := entry{id: "x", topic: "chef/x", at: time.Now(), payload: make([]byte, 900)}
+	n, recorded := 0, 0
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for n < maxBatch-24 { // a pack's most messages, about 950 KB
+		h.enqueue(&e, idGen{})
+		n++
+		recorded += packedSize(&e)
+	}
+	runtime.ReadMemStats(&after)
+	if got := h.queue.packs[len(h.queue.packs)-1].msgs; got != n {
+		t.Fatalf("the last pack holds %d messages of the %d recorded", got, n)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	if allocated > uint64(3*recorded) {
+		t.Fatalf("recording %d bytes into one pack allocated %d bytes (%.1fx)", recorded, allocated, float64(allocated)/float64(recorded))
+	}
+	t.Logf("recording %d bytes into one pack allocated %.1fx that", recorded, float64(allocated)/float64(recorded))
 }

@@ -173,7 +173,7 @@ func (q *packQueue) add(e *entry, gen idGen, limit int, free *packBuffers) {
 	}
 	p := &q.packs[len(q.packs)-1]
 	was, wasLen := cap(p.data), len(p.data)
-	p.append(e, gen)
+	p.append(e, gen, limit)
 	q.held += cap(p.data) - was
 	q.bytes += len(p.data) - wasLen
 	q.msgs++
@@ -186,8 +186,18 @@ func (p *queuedPack) takes(token string, size, maxMsgs, limit int) bool {
 	return p.msgs > 0 && p.token == token && p.msgs < maxMsgs && len(p.data)+size <= limit
 }
 
-// append packs e on to p.
-func (p *queuedPack) append(e *entry, gen idGen) {
+// append packs e on to p, a pack of at most limit bytes. A buffer that
+// must grow doubles, up to limit: a pack begun at its first message's size
+// (newPack, once the queue's buffers hold maxFreeBytes: a slow store) then
+// copies what it holds about twice as it grows, not the five times of
+// append's growth by a quarter, which made recording cost more the further
+// the writer fell behind.
+func (p *queuedPack) append(e *entry, gen idGen, limit int) {
+	if need := packedSize(e); len(p.data)+need > cap(p.data) {
+		grown := make([]byte, len(p.data), max(len(p.data)+need, min(2*cap(p.data), limit)))
+		copy(grown, p.data)
+		p.data = grown
+	}
 	p.data = appendPacked(p.data, e, gen)
 	p.msgs++
 	p.payload += len(e.payload)

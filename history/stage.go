@@ -95,8 +95,8 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 		h.mu.Unlock()
 		return
 	}
-	token, size := sourceToken(topic), packedSize(&e)
-	if !s.pack.takes(token, size, h.stageMsgs(), min(stagePackBytes, int(h.packLimit.Load()))) {
+	token, size, limit := sourceToken(topic), packedSize(&e), min(stagePackBytes, int(h.packLimit.Load()))
+	if !s.pack.takes(token, size, h.stageMsgs(), limit) {
 		h.mu.Lock()
 		if !h.restage(s, token, size) {
 			h.recordLocked(&e, true)
@@ -110,7 +110,7 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 		s.nextID++
 		gen.n = s.nextID
 	}
-	s.pack.append(&e, gen)
+	s.pack.append(&e, gen, limit)
 }
 
 // handOver moves what s holds to the queue (or counts it as lost when the
