@@ -68,14 +68,11 @@ type bridge struct {
 }
 
 func startBridge(ctx context.Context, bin, dir, name string) (*bridge, error) {
-	httpAddr, err := benchkit.FreeAddr()
+	addrs, err := benchkit.FreeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
-	mqttAddr, err := benchkit.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
+	httpAddr, mqttAddr := addrs[0], addrs[1]
 	hash, err := bcrypt.GenerateFromPassword([]byte("bench"), bcrypt.MinCost)
 	if err != nil {
 		return nil, err

@@ -61,14 +61,11 @@ type bridge struct {
 
 // startBridge writes the config into dir and starts bin on free loopback ports.
 func startBridge(bin, dir string, env []string, user, passwordHash, natsURL string) (*bridge, error) {
-	mqttAddr, err := benchkit.FreeAddr()
+	addrs, err := benchkit.FreeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
-	httpAddr, err := benchkit.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
+	mqttAddr, httpAddr := addrs[0], addrs[1]
 	conf := bridgeConfig(mqttAddr, httpAddr, filepath.Join(dir, "data"), user, passwordHash, natsURL)
 	confFile := filepath.Join(dir, "bridge.yaml")
 	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {

@@ -7,9 +7,16 @@
 //
 // Both bridges run in this process (app.New, as the tests start them),
 // each on its own loopback ports and data directory; the load generator
-// shares the machine with them in both modes alike.
+// shares the machine with them in both modes alike. That puts both bridges
+// on one footing: one Go runtime, whose garbage collector runs for the
+// heap of both. With -processes each bridge is a process of cmd/bridge, as
+// users run it; then the bridge with the history, whose heap is larger,
+// collects garbage about a third as often as the one without, which
+// offsets part of the history's CPU (the report prints each one's GC
+// cycles). The 0.9 target is the default's; GOGC=off GOMEMLIMIT=1GiB go
+// run ./bench/history -processes puts processes on one footing too.
 //
-//	go run ./bench/history [-rounds 3] [-posts 6000] [-msgs 100000] [-payload-kind json|text|random]
+//	go run ./bench/history [-rounds 3] [-posts 6000] [-msgs 100000] [-payload-kind json|text|random] [-processes]
 //
 // The history compresses what it stores, so what the payloads hold
 // matters: -payload-kind json (the default) varies a Chef status's node,
@@ -24,21 +31,16 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"runtime/pprof"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/opsfirehose/firehose/app"
 	"github.com/opsfirehose/firehose/bench/internal/benchkit"
 	"github.com/opsfirehose/firehose/bench/internal/mqttload"
-	"github.com/opsfirehose/firehose/broker"
-	"github.com/opsfirehose/firehose/config"
-	"github.com/opsfirehose/firehose/internal/credentials"
 )
 
 // params are the benchmark's knobs.
@@ -53,6 +55,9 @@ type params struct {
 	Payload  int    // MQTT payload bytes
 	Kind     string // what the MQTT payloads hold: payloadKinds
 	JSON     bool
+	// Processes runs each bridge as a process of cmd/bridge, not in this
+	// process beside the load.
+	Processes bool
 }
 
 func defaultParams() params {
@@ -74,7 +79,8 @@ func realMain() int {
 	fs.IntVar(&p.Payload, "payload", p.Payload, "MQTT payload bytes")
 	fs.StringVar(&p.Kind, "payload-kind", p.Kind, "what the MQTT payloads hold: json (a Chef status whose node, run id and times vary from message to message), text (one repeated alphabet, which compresses to nothing) or random (new random bytes each, which do not compress: the history's worst case)")
 	fs.BoolVar(&p.JSON, "json", false, "print the report as JSON")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (both bridges and the load) to `file`")
+	fs.BoolVar(&p.Processes, "processes", false, "run each bridge as a process of its own (./cmd/bridge, built first), as users run it, with the load in this process (whose -cpuprofile then profiles the load only); by default both bridges run in this process, beside the load")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the load, and both bridges unless -processes) to `file`")
 	_ = fs.Parse(os.Args[1:])
 	if _, ok := payloadKinds[p.Kind]; !ok {
 		fmt.Fprintf(os.Stderr, "bench/history: -payload-kind %q: want json, text or random\n", p.Kind)
@@ -96,10 +102,16 @@ type report struct {
 	Params params               `json:"params"`
 	Intake map[string][]float64 `json:"intake_msgs_per_s"`
 	Broker map[string][]float64 `json:"broker_msgs_per_s"`
-	// CPU is this process's CPU (both bridges and the load generator) per
-	// message of each measurement, the history's writing to its end
-	// included: on a shared machine, the cost that other load does not blur.
-	CPU     map[string][]float64 `json:"cpu_us_per_msg"`
+	// CPU is the CPU per message of each measurement, the history's
+	// writing to its end included: this process's (the load generator's,
+	// and the bridges' when they run in it) and, with -processes, the
+	// measured bridge's. On a shared machine, the cost that other load does
+	// not blur.
+	CPU map[string][]float64 `json:"cpu_us_per_msg"`
+	// GC is how many times the measured bridge's Go runtime collected
+	// garbage during each measurement (in this process, the one runtime
+	// the bridges and the load share).
+	GC      map[string][]float64 `json:"gc_cycles"`
 	Stored  int64                `json:"history_stored"`
 	Lost    int64                `json:"history_lost"`
 	Offered int64                `json:"history_offered"`
@@ -110,7 +122,11 @@ const target = 0.9
 // WriteText prints the medians, the ratios and the verdicts.
 func (r *report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "history on vs off, %d rounds each, alternating (medians)\n", r.Params.Rounds)
+	where := "both in this process, beside the load: one Go runtime, one garbage collector"
+	if r.Params.Processes {
+		where = "each a process of its own (cmd/bridge), as users run it; the load in this one"
+	}
+	fmt.Fprintf(&b, "history on vs off, %d rounds each, alternating (medians); bridges %s\n", r.Params.Rounds, where)
 	row := func(what string, xs map[string][]float64) {
 		off, on := benchkit.Median(xs["off"]), benchkit.Median(xs["on"])
 		ratio := on / off
@@ -133,8 +149,17 @@ func (r *report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "  median of each round's on/off: intake %.2fx, broker %.2fx\n", paired(r.Intake), paired(r.Broker))
 	cpuOff, cpuOn := benchkit.Median(r.CPU["off"]), benchkit.Median(r.CPU["on"])
-	fmt.Fprintf(&b, "  CPU per message (this process: bridges and load): off %.1f us, on %.1f us (history writing included): off/on %.2fx, the throughput ratio when CPU-bound\n",
+	fmt.Fprintf(&b, "  CPU per message (the load and the bridge): off %.1f us, on %.1f us (history writing included): off/on %.2fx, the throughput ratio when CPU-bound\n",
 		cpuOff, cpuOn, cpuOff/cpuOn)
+	fmt.Fprintf(&b, "  GC cycles per measurement: off %.0f, on %.0f", benchkit.Median(r.GC["off"]), benchkit.Median(r.GC["on"]))
+	if r.Params.Processes {
+		// A bridge with a history holds more (its store's caches, its
+		// packs' buffers): its collector's goal is higher, and it runs
+		// less often; GOGC=off GOMEMLIMIT=1GiB puts both on one footing.
+		b.WriteString(" (each bridge's own runtime: the history's larger heap makes its collector run less often)\n")
+	} else {
+		b.WriteString(" (the runtime that both bridges and the load share)\n")
+	}
 	fmt.Fprintf(&b, "  history kept %d of the %d messages the bridge with history published (%d left out)\n", r.Stored, r.Offered, r.Lost)
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -146,37 +171,43 @@ func run(ctx context.Context, p params, progress io.Writer) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	hash, _ := bcrypt.GenerateFromPassword([]byte("bench"), bcrypt.MinCost)
-	bridges := map[string]*app.Bridge{}
+	hash, err := bcrypt.GenerateFromPassword([]byte("bench"), bcrypt.MinCost)
+	if err != nil {
+		return nil, err
+	}
+	var bin string // cmd/bridge, with -processes
+	if p.Processes {
+		dir, err := os.MkdirTemp("", "bench-history-bin-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "bridge")
+		fmt.Fprintln(progress, "building ./cmd/bridge")
+		if err := benchkit.Build(ctx, "./cmd/bridge", bin); err != nil {
+			return nil, err
+		}
+	}
+	bridges := map[string]*bridgeUnder{}
 	for _, mode := range modes {
 		dir, err := os.MkdirTemp("", "bench-history-")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		cfg := config.Default()
-		cfg.DataDir = dir
-		cfg.HTTP.Address = "127.0.0.1:0"
-		cfg.Broker.Listeners = []broker.ListenerConfig{{Name: "mqtt", Type: broker.ListenerTCP, Address: "127.0.0.1:0"}}
-		cfg.Broker.Users = []credentials.User{{Username: "bench", PasswordHash: string(hash), Publish: []string{"#"}}}
-		cfg.Dashboard.Enabled = false // measured elsewhere (bench/dashboard)
-		cfg.History.Enabled = mode == "on"
-		// The bridge's goroutines carry the label mode=<mode> (goroutines
-		// inherit their creator's labels), so that -cpuprofile tells the
-		// two apart: go tool pprof -tagfocus mode=on.
-		var b *app.Bridge
-		pprof.Do(ctx, pprof.Labels("mode", mode), func(ctx context.Context) {
-			if b, err = app.New(ctx, cfg, zerolog.Nop()); err == nil {
-				err = b.Start(ctx)
-			}
-		})
+		var b *bridgeUnder
+		if p.Processes {
+			b, err = startProcess(ctx, mode, bin, dir, string(hash))
+		} else {
+			b, err = startInProcess(ctx, mode, dir, string(hash))
+		}
 		if err != nil {
 			return nil, err
 		}
-		defer b.Close(context.Background())
+		defer b.close()
 		bridges[mode] = b
 	}
-	rep := &report{Params: p, Intake: map[string][]float64{}, Broker: map[string][]float64{}, CPU: map[string][]float64{}}
+	rep := &report{Params: p, Intake: map[string][]float64{}, Broker: map[string][]float64{}, CPU: map[string][]float64{}, GC: map[string][]float64{}}
 	var recorded int64 // messages published on the bridge with history so far
 	for round := range p.Rounds {
 		order := modes
@@ -190,12 +221,12 @@ func run(ctx context.Context, p params, progress io.Writer) (*report, error) {
 			if err := caughtUp(ctx, bridges["on"], recorded); err != nil {
 				return nil, err
 			}
-			cpu0 := benchkit.SelfCPU()
-			in, err := intake(ctx, "http://"+b.HTTPAddr(), event, p)
+			cpu0, gc0 := b.cpu(), b.gcCycles()
+			in, err := intake(ctx, "http://"+b.httpAddr, event, p)
 			if err != nil {
 				return nil, fmt.Errorf("intake, history %s: %w", mode, err)
 			}
-			br, err := brokerLoad(ctx, b.Broker().Addr("mqtt"), p, uint32(round))
+			br, err := brokerLoad(ctx, b.mqttAddr, p, uint32(round))
 			if err != nil {
 				return nil, fmt.Errorf("broker, history %s: %w", mode, err)
 			}
@@ -205,25 +236,26 @@ func run(ctx context.Context, p params, progress io.Writer) (*report, error) {
 					return nil, err
 				}
 			}
-			rep.CPU[mode] = append(rep.CPU[mode], float64(benchkit.SelfCPU()-cpu0)/float64(time.Microsecond)/float64(p.Posts+p.Pubs*p.Msgs))
+			rep.CPU[mode] = append(rep.CPU[mode], float64(b.cpu()-cpu0)/float64(time.Microsecond)/float64(p.Posts+p.Pubs*p.Msgs))
+			rep.GC[mode] = append(rep.GC[mode], b.gcCycles()-gc0)
 			rep.Intake[mode] = append(rep.Intake[mode], in)
 			rep.Broker[mode] = append(rep.Broker[mode], br)
-			fmt.Fprintf(progress, "round %d, history %-3s: intake %8.0f msgs/s, broker %8.0f msgs/s, %.1f us CPU/msg\n", round+1, mode, in, br, rep.CPU[mode][len(rep.CPU[mode])-1])
+			fmt.Fprintf(progress, "round %d, history %-3s: intake %8.0f msgs/s, broker %8.0f msgs/s, %.1f us CPU/msg, %.0f GC cycles\n", round+1, mode, in, br, rep.CPU[mode][len(rep.CPU[mode])-1], rep.GC[mode][len(rep.GC[mode])-1])
 		}
 	}
 	rep.Offered = int64(p.Rounds) * int64(p.Posts+p.Pubs*p.Msgs)
 	if err := caughtUp(ctx, bridges["on"], rep.Offered); err != nil {
 		return nil, err
 	}
-	rep.Stored, rep.Lost, err = historyCounts("http://" + bridges["on"].HTTPAddr() + "/metrics")
+	rep.Stored, rep.Lost, err = historyCounts(bridges["on"])
 	return rep, err
 }
 
 // caughtUp waits until the history of b has stored, or counted as lost,
 // n messages: the history writes asynchronously.
-func caughtUp(ctx context.Context, b *app.Bridge, n int64) error {
+func caughtUp(ctx context.Context, b *bridgeUnder, n int64) error {
 	return benchkit.PollUntil(ctx, time.Now().Add(2*time.Minute), 20*time.Millisecond, nil, func() (bool, error) {
-		stored, lost, err := historyCounts("http://" + b.HTTPAddr() + "/metrics")
+		stored, lost, err := historyCounts(b)
 		return stored+lost >= n, err
 	})
 }
@@ -327,28 +359,9 @@ func brokerLoad(ctx context.Context, addr string, p params, runID uint32) (float
 
 // historyCounts reads firehose_history_stored_total and the sum of
 // firehose_history_lost_total from /metrics.
-func historyCounts(url string) (stored, lost int64, err error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		var v float64
-		switch {
-		case strings.HasPrefix(line, "firehose_history_stored_total "):
-			_, _ = fmt.Sscan(strings.TrimPrefix(line, "firehose_history_stored_total "), &v)
-			stored = int64(v)
-		case strings.HasPrefix(line, "firehose_history_lost_total{"):
-			_, _ = fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			lost += int64(v)
-		}
-	}
-	return stored, lost, nil
+func historyCounts(b *bridgeUnder) (stored, lost int64, err error) {
+	m, err := b.metrics("firehose_history_stored_total", "firehose_history_lost_total")
+	return int64(m["firehose_history_stored_total"]), int64(m["firehose_history_lost_total"]), err
 }
 
 // moduleFile is a file of this module, wherever the benchmark runs from.

@@ -161,14 +161,11 @@ broker:
 // the publisher, and in storm mode the guessers, and measures one window.
 func measure(ctx context.Context, p params, bin, dir, hash, mode string, round int) (measurement, error) {
 	m := measurement{Mode: mode, Answers: map[string]int64{}}
-	mqttAddr, err := benchkit.FreeAddr()
+	addrs, err := benchkit.FreeAddrs(2)
 	if err != nil {
 		return m, err
 	}
-	httpAddr, err := benchkit.FreeAddr()
-	if err != nil {
-		return m, err
-	}
+	mqttAddr, httpAddr := addrs[0], addrs[1]
 	conf := filepath.Join(dir, "broker.yaml")
 	if err := os.WriteFile(conf, []byte(brokerConfig(mqttAddr, httpAddr, hash)), 0o600); err != nil {
 		return m, err

@@ -125,14 +125,11 @@ func newMosquitto(p params, dir string) (*server, error) {
 
 // newBridge prepares cmd/bridge (bin) with bridgeConfig in dir.
 func newBridge(p params, bin, dir string) (*server, error) {
-	mqttAddr, err := benchkit.FreeAddr()
+	addrs, err := benchkit.FreeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
-	httpAddr, err := benchkit.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
+	mqttAddr, httpAddr := addrs[0], addrs[1]
 	hash, err := bcrypt.GenerateFromPassword([]byte(p.Pass), bcrypt.MinCost)
 	if err != nil {
 		return nil, err

@@ -215,6 +215,19 @@ func FreeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// FreeAddrs is FreeAddr n times: the addresses of a server's listeners.
+func FreeAddrs(n int) ([]string, error) {
+	addrs := make([]string, n)
+	for i := range addrs {
+		a, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = a
+	}
+	return addrs, nil
+}
+
 // Build runs `go build -o out pkg` as scripts/build.sh does (gobuild) at the root of the module the current
 // directory is in, so "./cmd/bridge" means this repository's command
 // wherever the benchmark runs from.
