@@ -5,20 +5,25 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // BenchmarkRecordAndWrite records messages of about 512 bytes with their
-// headers, as the broker's hook does, in chunks the queue holds, and waits
-// for the writer to store each chunk: per message, what the history costs
-// in all (cpu-ns/op: the whole process's CPU, nats-server's included). The
-// payloads are JSON whose ids and times vary from message to message, or
-// random bytes (which do not compress: the worst case).
+// headers, in chunks the queue holds, and waits for the writer to store
+// each chunk: per message, what the history costs in all (cpu-ns/op: the
+// whole process's CPU, nats-server's included). The payloads are JSON whose
+// ids and times vary from message to message, or random bytes (which do
+// not compress: the worst case). Direct records as the bridge's own
+// messages are (History.RecordFields, into the queue's packs); stage as an
+// MQTT publisher's are (Stage.RecordFields, into a pack of the publisher's
+// own). The writer compresses both.
 func BenchmarkRecordAndWrite(b *testing.B) {
-	for _, kind := range []string{"json", "random"} {
-		b.Run(kind, func(b *testing.B) {
+	for _, name := range []string{"json/direct", "json/stage", "random/direct", "random/stage"} {
+		kind, via, _ := strings.Cut(name, "/")
+		b.Run(name, func(b *testing.B) {
 			h, _ := open(b, DefaultConfig())
 			random := rand.NewChaCha8([32]byte{})
 			payloads := make([][]byte, 4096) // more than a pack holds: none repeats within one
@@ -34,6 +39,12 @@ func BenchmarkRecordAndWrite(b *testing.B) {
 					`"cookbooks":["base","nginx","ssh","users","ntp","monitoring","logrotate","sysctl"],"tags":[]}`,
 					random.Uint64()&(1<<48-1), random.Uint64(), i%60, (i*7)%60, i%1000)
 			}
+			record := h.RecordFields
+			if via == "stage" {
+				s := h.NewStage()
+				defer s.Close()
+				record = s.RecordFields
+			}
 			const chunk = 1024
 			b.ReportAllocs()
 			cpu0 := processCPU()
@@ -44,8 +55,9 @@ func BenchmarkRecordAndWrite(b *testing.B) {
 				target := h.accepted + uint64(n)
 				h.mu.Unlock()
 				for j := range n {
-					h.RecordFields("bench/history/1", payloads[(i+j)%len(payloads)], strconv.Itoa(i+j), "bench", "2026-11-28T05:00:00Z")
+					record("bench/history/1", payloads[(i+j)%len(payloads)], strconv.Itoa(i+j), "bench", "2026-11-28T05:00:00Z")
 				}
+				h.handOverAll() // as a reader does: what the stage holds is in the queue
 				if err := h.caughtUp(context.Background(), target); err != nil {
 					b.Fatal(err)
 				}
