@@ -219,25 +219,88 @@ func TestMQTTSinkSendsOnceRightAfterConnecting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(testkit.WaitTimeout)
-		for !s.Ready() { // no pause: the moment it is ready
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the sink is not ready", round)
-			}
-			runtime.Gosched()
-		}
-		dest := mqttDest("sinktest", "once")
-		for _, p := range []string{"a", "b"} {
-			if err := s.Publish(context.Background(), bus.Message{Topic: dest, Payload: fmt.Appendf(nil, "%s-%d", p, round), QoS: 1}); err != nil {
-				t.Fatalf("round %d: %v", round, err)
-			}
-		}
-		for _, want := range []string{"a", "b"} {
-			if d := testkit.NextWithin(t, testkit.WaitTimeout, ch); string(d.Payload) != fmt.Sprintf("%s-%d", want, round) {
-				t.Fatalf("round %d: got %q, want %s-%d", round, d.Payload, want, round)
-			}
-		}
+		spinUntil(t, s.Ready, "round %d: the sink is not ready", round)
+		publishTwoInOrder(t, s, ch, round)
 		_ = s.Close(context.Background())
+	}
+}
+
+// The same after reconnecting: paho resends what its store holds on every
+// connection. Each round, another client takes the sink's client id, which
+// makes the broker close the sink's connection, and leaves; once the sink
+// logs that it lost the connection, it is published to the moment Ready
+// says so.
+func TestMQTTSinkSendsOnceRightAfterReconnecting(t *testing.T) {
+	broker := testkit.StartMosquitto(t)
+	ch := mqttReceiver(t, broker.URL())
+	cfg := *mqttsink.NewConfig()
+	cfg.URL, cfg.ClientID = broker.URL(), "sinktest-reconnecting"
+	cfg.MaxReconnectInterval = 200 * time.Millisecond
+	cfg.ConfirmTimeout = testkit.WaitTimeout
+	lost := make(chan struct{}, 100)
+	log := zerolog.New(lineWatcher{match: "MQTT sink disconnected", seen: lost})
+	s, err := mqttsink.New("ext", cfg, t.TempDir(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	for round := range 10 {
+		spinUntil(t, s.Ready, "round %d: the sink is not ready", round)
+		thief := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL()).SetClientID(cfg.ClientID))
+		if tok := thief.Connect(); !tok.WaitTimeout(testkit.WaitTimeout) || tok.Error() != nil {
+			t.Fatalf("round %d: taking the sink's client id: %v", round, tok.Error())
+		}
+		thief.Disconnect(0)
+		testkit.NextWithin(t, testkit.WaitTimeout, lost)
+		spinUntil(t, s.Ready, "round %d: the sink is not ready again", round)
+		publishTwoInOrder(t, s, ch, round)
+	}
+}
+
+// lineWatcher is a log's writer that tells seen of each line holding
+// match.
+type lineWatcher struct {
+	match string
+	seen  chan<- struct{}
+}
+
+func (w lineWatcher) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		select {
+		case w.seen <- struct{}{}:
+		default:
+		}
+	}
+	return len(p), nil
+}
+
+// spinUntil waits for cond without pausing, so that what follows runs the
+// moment it holds.
+func spinUntil(t *testing.T, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(testkit.WaitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		runtime.Gosched()
+	}
+}
+
+// publishTwoInOrder publishes a-<round> and b-<round> through s, and wants
+// them from ch in that order, once each.
+func publishTwoInOrder(t *testing.T, s sinks.Sink, ch <-chan sinktest.Delivery, round int) {
+	t.Helper()
+	dest := mqttDest("sinktest", "once")
+	for _, p := range []string{"a", "b"} {
+		if err := s.Publish(context.Background(), bus.Message{Topic: dest, Payload: fmt.Appendf(nil, "%s-%d", p, round), QoS: 1}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	for _, want := range []string{"a", "b"} {
+		if d := testkit.NextWithin(t, testkit.WaitTimeout, ch); string(d.Payload) != fmt.Sprintf("%s-%d", want, round) {
+			t.Fatalf("round %d: got %q, want %s-%d", round, d.Payload, want, round)
+		}
 	}
 }
 

@@ -29,9 +29,10 @@ type Sink struct {
 	limit     sinks.Limit // made once: Limit runs for every routed message
 	state     *connstate.State
 	whenLost  string // what happens to messages while disconnected, for the log
-	// connected is paho's first connection's token: done once paho has
-	// connected and resent what its store held (Ready).
-	connected paho.Token
+	// resumed says paho has resent what its store held since the
+	// connection opened (Ready): set when it lists the store while
+	// connected, cleared before each reconnect.
+	resumed atomic.Bool
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -68,7 +69,7 @@ func New(name string, cfg Config, dataDir string, log zerolog.Logger, opts ...Op
 		AddBroker(cfg.URL).
 		SetClientID(cfg.ClientID).
 		SetCleanSession(false).
-		SetStore(paho.NewFileStore(storeDir)).
+		SetStore(listingStore{Store: paho.NewFileStore(storeDir), listed: s.storeListed}).
 		SetAutoReconnect(true).
 		SetConnectRetry(true).
 		SetConnectRetryInterval(time.Second).
@@ -83,6 +84,9 @@ func New(name string, cfg Config, dataDir string, log zerolog.Logger, opts ...Op
 			}
 			ev.Msg("MQTT sink connected")
 		}).
+		// Called before each attempt to connect again, on the goroutine
+		// that then connects and resends: before the connection opens.
+		SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { s.resumed.Store(false) }).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			s.state.Lost(err)
 			s.log.Warn().Err(err).Msg("MQTT sink disconnected; " + s.whenLost)
@@ -102,30 +106,44 @@ func New(name string, cfg Config, dataDir string, log zerolog.Logger, opts ...Op
 		popts.SetTLSConfig(tlsCfg)
 	}
 	s.client = paho.NewClient(popts)
-	s.connected = s.client.Connect() // with ConnectRetry, this keeps trying in the background
+	s.client.Connect() // with ConnectRetry, this keeps trying in the background
 	return s, nil
 }
 
 // Name is the sink's configured name.
 func (s *Sink) Name() string { return s.name }
 
-// Ready reports whether the connection is up, and the first connection's
-// set-up done. paho says the connection is open before it resends what its
-// store holds (the session is kept: clean_session false), from a list of
-// the store taken then: a message published in between was sent twice, as
-// the conformance suite's BatchArrivesInOrder saw under load. After a
-// reconnect paho does the same, and a publish in that moment may go twice,
-// as QoS 1 allows; paho says nothing when it is done.
+// Ready reports whether the connection is up, and paho done with setting
+// it up. paho says a connection is open before it resends what its store
+// holds (the session is kept: clean_session false), and it resends from a
+// list of the store taken then: a message published in between went twice,
+// as the conformance suite's BatchArrivesInOrder saw under load. So the
+// sink is ready once paho has listed its store on the open connection
+// (listingStore).
 func (s *Sink) Ready() bool {
-	if s.closed.Load() || !s.client.IsConnectionOpen() {
-		return false
+	return !s.closed.Load() && s.client.IsConnectionOpen() && s.resumed.Load()
+}
+
+// storeListed notes that paho listed its store. It does so before it
+// connects, to reserve the stored messages' ids, and on each connection,
+// once it is open, to resend them: only the second says it is done.
+func (s *Sink) storeListed() {
+	if s.client != nil && s.client.IsConnectionOpen() {
+		s.resumed.Store(true)
 	}
-	select {
-	case <-s.connected.Done():
-		return true
-	default:
-		return false
-	}
+}
+
+// listingStore is a paho.Store that tells when paho lists it (All).
+type listingStore struct {
+	paho.Store
+	listed func()
+}
+
+// All lists the store's keys, and then says so.
+func (l listingStore) All() []string {
+	keys := l.Store.All()
+	l.listed()
+	return keys
 }
 
 // NotReadyReason is why the sink is not connected: the reason paho gave
