@@ -16,8 +16,8 @@ import (
 	"github.com/opsfirehose/firehose/history"
 )
 
-// openHistory opens the bus's history and attaches it to the embedded
-// broker, after every other hook, so that it records what mochi delivered.
+// openHistory opens the bus's history and has the embedded broker hand it
+// every message it delivers.
 // In external mode there is no broker of the bridge's to record from: the
 // history stays off, and says so.
 func (b *Bridge) openHistory(ctx context.Context) error {
@@ -35,52 +35,31 @@ func (b *Bridge) openHistory(ctx context.Context) error {
 		return err
 	}
 	b.history = h
-	if err := b.broker.AddHook(&historyHook{history: h}); err != nil {
+	if err := b.broker.SetRecorder(&historyRecorder{history: h}); err != nil {
 		return err
 	}
 	b.http.Handle(history.Path, history.NewHandler(h, brokerAccess{b.broker}))
 	return nil
 }
 
-// historyHook hands the history every message the embedded broker
-// publishes, the bridge's own (with their headers, as MQTT v5 user
-// properties) and its clients', once mochi has delivered it. It never
-// blocks: History.Record does not. Each MQTT client's messages go through
-// a history.Stage of its own, so that publishers do not contend for the
-// history's lock; the bridge's own, published on many goroutines through
-// mochi's inline client, go to the history directly.
-type historyHook struct {
-	mqtt.HookBase
+// historyRecorder hands the history every message the embedded broker
+// delivers, the bridge's own (with their headers, as MQTT v5 user
+// properties) and its clients'. It never blocks: History.Record does not.
+// Each MQTT client's messages go through a history.Stage of its own, so
+// that publishers do not contend for the history's lock; the bridge's own,
+// published on many goroutines through mochi's inline client, go to the
+// history directly.
+type historyRecorder struct {
 	history *history.History
 	stages  sync.Map // *mqtt.Client: *history.Stage
 }
 
-// ID names the hook in mochi's logs.
-func (h *historyHook) ID() string { return "firehose-history" }
+var _ broker.Recorder = (*historyRecorder)(nil)
 
-// Provides says which mochi events the hook handles.
-func (h *historyHook) Provides(b byte) bool {
-	return b == mqtt.OnPublished || b == mqtt.OnWillSent || b == mqtt.OnDisconnect
-}
-
-// OnPublished records a message mochi has delivered.
-func (h *historyHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
-	if pk.Ignore {
-		return
-	}
-	h.record(cl, &pk)
-}
-
-// OnWillSent records a will mochi has delivered: it publishes wills
-// without OnPublished. (A delayed will whose session is gone by then is
-// delivered without OnWillSent too, and is not recorded.)
-func (h *historyHook) OnWillSent(cl *mqtt.Client, pk packets.Packet) { h.record(cl, &pk) }
-
-// record hands the history a message of cl's, through cl's stage. (pk is
-// a pointer: a packet is 800 bytes to copy, at the broker's rate.)
-func (h *historyHook) record(cl *mqtt.Client, pk *packets.Packet) {
+// Published hands the history a message of cl's, through cl's stage.
+func (h *historyRecorder) Published(cl *mqtt.Client, topic string, payload []byte, user []packets.UserProperty) {
 	var id, source, received string
-	for _, p := range pk.Properties.User {
+	for _, p := range user {
 		switch p.Key {
 		case bus.HeaderMsgID:
 			id = p.Val
@@ -91,17 +70,17 @@ func (h *historyHook) record(cl *mqtt.Client, pk *packets.Packet) {
 		}
 	}
 	if s := h.stage(cl); s != nil {
-		s.RecordFields(pk.TopicName, pk.Payload, id, source, received)
+		s.RecordFields(topic, payload, id, source, received)
 		return
 	}
-	h.history.RecordFields(pk.TopicName, pk.Payload, id, source, received)
+	h.history.RecordFields(topic, payload, id, source, received)
 }
 
 // stage is cl's stage, made on its first message; nil for the inline
 // client, and for a client that is gone: the router's pipeline releases
 // cl's publishes on a goroutine of its own (mqttin), and goes on after
-// OnDisconnect.
-func (h *historyHook) stage(cl *mqtt.Client) *history.Stage {
+// cl has disconnected.
+func (h *historyRecorder) stage(cl *mqtt.Client) *history.Stage {
 	if cl == nil || cl.Net.Inline {
 		return nil
 	}
@@ -116,9 +95,9 @@ func (h *historyHook) stage(cl *mqtt.Client) *history.Stage {
 		s.Close() // cl's reading goroutine and the pipeline both made one
 		return was.(*history.Stage)
 	}
-	// mochi closes cl before OnDisconnect: had OnDisconnect come since the
-	// check above, it found no stage to close, and this one would be kept
-	// (with cl) forever.
+	// mochi closes cl before it reports the disconnect: had Disconnected
+	// come since the check above, it found no stage to close, and this one
+	// would be kept (with cl) forever.
 	if cl.Closed() {
 		if h.stages.CompareAndDelete(cl, s) {
 			s.Close()
@@ -128,8 +107,8 @@ func (h *historyHook) stage(cl *mqtt.Client) *history.Stage {
 	return s
 }
 
-// OnDisconnect hands over what cl's stage holds, and forgets it.
-func (h *historyHook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+// Disconnected hands over what cl's stage holds, and forgets it.
+func (h *historyRecorder) Disconnected(cl *mqtt.Client) {
 	if s, ok := h.stages.LoadAndDelete(cl); ok {
 		s.(*history.Stage).Close()
 	}

@@ -242,6 +242,36 @@ func (b *Broker) AddHook(hook mqtt.Hook) error {
 	return nil
 }
 
+// A Recorder is handed every message the broker delivers (a history). The
+// broker calls it from a hook it has anyway: each hook mochi holds costs
+// every message an interface call for each of its ten or so events, and
+// OnPublished an 800-byte copy of the packet, whether or not the hook
+// handles the event (issue 27). It is handed the packet's parts, not the
+// packet: a pointer to the hook's copy, passed to an interface, would move
+// that copy to the heap for every message, recorded or not.
+type Recorder interface {
+	// Published is called once mochi has delivered a message published
+	// by cl (mochi's inline client for the bridge's own messages), and for
+	// each will mochi sends, with its topic, payload and MQTT v5 user
+	// properties (which carry the bridge's headers). It is called on the
+	// goroutine that delivered the message: cl's own, or the router's
+	// pipeline's, which may release cl's messages after cl has gone. It
+	// must not block, and must not keep payload or user past the call.
+	Published(cl *mqtt.Client, topic string, payload []byte, user []packets.UserProperty)
+	// Disconnected is called once cl has gone.
+	Disconnected(cl *mqtt.Client)
+}
+
+// SetRecorder has the broker hand r every message it delivers. Call it
+// before Start.
+func (b *Broker) SetRecorder(r Recorder) error {
+	if b.started.Load() {
+		return fmt.Errorf("broker: set the recorder before Start")
+	}
+	b.retain.recorder = r
+	return nil
+}
+
 // Publish publishes through the inline client. mochi hands each message to
 // every matching subscriber's queue before InjectPacket returns, and Publish
 // returns once the retained messages among msgs are on disk, so a nil error

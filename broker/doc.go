@@ -6,6 +6,7 @@
 // from the same `broker:` config section. See README.md.
 //
 // It must not know about adapters, routes or sinks: the bridge adds the
-// router as a mochi hook (AddHook) and publishes through Publish. Accounts
+// router as a mochi hook (AddHook), has the history handed what the broker
+// delivers (SetRecorder) and publishes through Publish. Accounts
 // are fixed when the broker is made; changing them takes a restart.
 package broker

@@ -50,6 +50,10 @@ type retainHook struct {
 
 	mu      sync.Mutex
 	clients map[*mqtt.Client]*clientStreams
+
+	// recorder is handed every message delivered (Broker.SetRecorder,
+	// before Start); nil: none.
+	recorder Recorder
 }
 
 // clientStreams is one client's retained streams: the SUBSCRIBE packets
@@ -297,24 +301,32 @@ func decodeCompact(b []byte, pk *packets.Packet) error {
 }
 
 // OnPublished and OnWillSent keep $SYS/broker/retained counting the
-// store's messages too (mochi counts its own index, which holds only $SYS).
-func (h *retainHook) OnPublished(_ *mqtt.Client, pk packets.Packet) {
+// store's messages too (mochi counts its own index, which holds only $SYS),
+// and hand the recorder what mochi delivered.
+func (h *retainHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
 	if pk.FixedHeader.Retain {
 		h.count()
+	}
+	if h.recorder != nil && !pk.Ignore {
+		h.recorder.Published(cl, pk.TopicName, pk.Payload, pk.Properties.User)
 	}
 }
 
 // OnWillSent keeps a retained will that went after its delay (mochi has
 // delivered it, and then retained it, in that order) and counts it, as
-// OnPublished does.
-func (h *retainHook) OnWillSent(_ *mqtt.Client, pk packets.Packet) {
-	if !pk.FixedHeader.Retain {
-		return
+// OnPublished does. mochi sends wills without OnPublished. (A delayed will
+// whose session is gone by then is sent without OnWillSent too, and the
+// recorder is not handed it.)
+func (h *retainHook) OnWillSent(cl *mqtt.Client, pk packets.Packet) {
+	if pk.FixedHeader.Retain {
+		if pk.Connect.WillProperties.WillDelayInterval > 0 { // set by sendLWT for a delayed will only
+			h.keepWill(pk)
+		}
+		h.count()
 	}
-	if pk.Connect.WillProperties.WillDelayInterval > 0 { // set by sendLWT for a delayed will only
-		h.keepWill(pk)
+	if h.recorder != nil {
+		h.recorder.Published(cl, pk.TopicName, pk.Payload, pk.Properties.User)
 	}
-	h.count()
 }
 
 func (h *retainHook) count() {
@@ -392,8 +404,11 @@ func (h *retainHook) streams(cl *mqtt.Client) *clientStreams {
 	return cs
 }
 
-// OnDisconnect ends the client's streams.
+// OnDisconnect ends the client's streams, and tells the recorder.
 func (h *retainHook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+	if h.recorder != nil {
+		h.recorder.Disconnected(cl)
+	}
 	h.mu.Lock()
 	cs := h.clients[cl]
 	delete(h.clients, cl)

@@ -13,20 +13,20 @@ import (
 	"github.com/opsfirehose/firehose/history"
 )
 
-// TestHistoryHookLeavesNoStageBehindADisconnect: mochi calls OnPublished
+// TestHistoryRecorderLeavesNoStageBehindADisconnect: mochi calls OnPublished
 // for a client not only on the client's reading goroutine but, for the
 // publishes the router's pipeline holds, on the pipeline's (mqttin's
 // Release), which goes on after the client disconnected. A client whose
 // first publish the pipeline releases while the client disconnects must
 // not keep a stage (and itself, as the stage's key) forever: each round
 // here runs the two at once, as a client that sends a burst and goes does.
-func TestHistoryHookLeavesNoStageBehindADisconnect(t *testing.T) {
+func TestHistoryRecorderLeavesNoStageBehindADisconnect(t *testing.T) {
 	h, err := history.Open(t.Context(), history.DefaultConfig(), history.Options{DataDir: t.TempDir(), Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Close(context.Background()) })
-	hook := &historyHook{history: h}
+	hook := &historyRecorder{history: h}
 	server := mqtt.New(nil)
 	pk := packets.Packet{TopicName: "burst/x", Payload: []byte("x")}
 	for i := range 3000 {
@@ -35,12 +35,12 @@ func TestHistoryHookLeavesNoStageBehindADisconnect(t *testing.T) {
 		wg.Add(2)
 		go func() { // the router's pipeline, releasing cl's first publish
 			defer wg.Done()
-			hook.OnPublished(cl, pk)
+			hook.Published(cl, pk.TopicName, pk.Payload, nil)
 		}()
 		go func() { // cl's reading goroutine, ending
 			defer wg.Done()
 			cl.Stop(packets.CodeDisconnect)
-			hook.OnDisconnect(cl, packets.CodeDisconnect, true)
+			hook.Disconnected(cl)
 		}()
 		wg.Wait()
 		if _, ok := hook.stages.Load(cl); ok {
