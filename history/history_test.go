@@ -366,7 +366,7 @@ func TestRecordingBehindASlowStoreCopiesLittle(t *testing.T) {
 	n, recorded := 0, 0
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	for n < maxBatch-24 { // a pack's most messages, about 950 KB
+	for most := int(h.packLimit.Load())/packedSize(&e) - 1; n < most; { // about what a pack holds, 1 MB
 		h.enqueue(&e, idGen{})
 		n++
 		recorded += packedSize(&e)
@@ -380,4 +380,30 @@ func TestRecordingBehindASlowStoreCopiesLittle(t *testing.T) {
 		t.Fatalf("recording %d bytes into one pack allocated %d bytes (%.1fx)", recorded, allocated, float64(allocated)/float64(recorded))
 	}
 	t.Logf("recording %d bytes into one pack allocated %.1fx that", recorded, float64(allocated)/float64(recorded))
+}
+
+// TestKeepsMatchesAsMQTTDoes: history.filters keep what they match as an
+// MQTT subscription would, "#" (the default) included: it does not match
+// topics that begin with '$', which only a filter of their own keeps.
+func TestKeepsMatchesAsMQTTDoes(t *testing.T) {
+	for _, c := range []struct {
+		filters []string
+		kept    string // of chef/o/n/status, $SYS/broker/uptime, ansible/x
+	}{
+		{[]string{"#"}, "yes no yes"},
+		{[]string{"$SYS/#", "#"}, "yes yes yes"},
+		{[]string{"chef/#"}, "yes no no"},
+		{[]string{"+/+/+/status", "$SYS/broker/+"}, "yes yes no"},
+	} {
+		cfg := DefaultConfig()
+		cfg.Filters = c.filters
+		h, _ := open(t, cfg)
+		var kept []string
+		for _, topic := range []string{"chef/o/n/status", "$SYS/broker/uptime", "ansible/x"} {
+			kept = append(kept, map[bool]string{true: "yes", false: "no"}[h.Keeps(topic)])
+		}
+		if got := strings.Join(kept, " "); got != c.kept {
+			t.Errorf("filters %q keep %s, want %s", c.filters, got, c.kept)
+		}
+	}
 }

@@ -98,8 +98,12 @@ func packSubjects(prefix string, filters []string) []string {
 // (idGen.append), so that no string is made for it.
 func appendPacked(b []byte, e *entry, gen idGen) []byte {
 	if e.id == "" && gen.n > 0 {
-		var id [64]byte
-		b = appendField(b, gen.append(id[:0]))
+		// Made in place, after its length: it is shorter than 128 bytes
+		// (maxGenIDLen), a uvarint of one byte.
+		b = append(b, 0)
+		at := len(b)
+		b = gen.append(b)
+		b[at-1] = byte(len(b) - at)
 	} else {
 		b = appendField(b, e.id)
 	}
@@ -125,20 +129,20 @@ func appendField[S ~string | ~[]byte](b []byte, s S) []byte {
 }
 
 // idGen makes the id of a message that came without one: h-<boot>-<n>,
-// unique across restarts by boot.
+// unique across restarts by boot. prefix is "h-<boot>-" (idPrefix).
 type idGen struct {
-	boot string
-	n    uint64 // 0: none to make
+	prefix string
+	n      uint64 // 0: none to make
 }
+
+// idPrefix is the prefix of the ids made for a boot id.
+func idPrefix(boot string) string { return "h-" + boot + "-" }
 
 // maxGenIDLen bounds what idGen.append adds for a boot id of 12 characters.
 const maxGenIDLen = 2 + 12 + 1 + 20
 
 func (g idGen) append(b []byte) []byte {
-	b = append(b, "h-"...)
-	b = append(b, g.boot...)
-	b = append(b, '-')
-	return strconv.AppendUint(b, g.n, 10)
+	return strconv.AppendUint(append(b, g.prefix...), g.n, 10)
 }
 
 func (g idGen) String() string { return string(g.append(nil)) }

@@ -50,6 +50,26 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 }
 
+// TestPackMakesTheIdsOfMessagesWithout: a message that came without an id
+// is stored with the id its idGen makes (written in place, after its
+// length), the one live followers get; one with an id keeps it.
+func TestPackMakesTheIdsOfMessagesWithout(t *testing.T) {
+	gens := []idGen{{prefix: idPrefix("0123456789ab"), n: 1}, {prefix: idPrefix("0123456789ab"), n: 1<<64 - 1}, {prefix: idPrefix("ff"), n: 7}}
+	b := []byte{packVersion}
+	for _, gen := range gens {
+		b = appendPacked(b, &entry{topic: "a/b", payload: []byte("p")}, gen)
+	}
+	b = appendPacked(b, &entry{id: "mine", topic: "a/b", payload: []byte("p")}, gens[0])
+	var got []string
+	if err := unpack(b, func(r Record) bool { got = append(got, r.ID); return true }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"h-0123456789ab-1", "h-0123456789ab-18446744073709551615", "h-ff-7", "mine"}
+	if strings.Join(got, " ") != strings.Join(want, " ") || gens[1].String() != want[1] {
+		t.Fatalf("ids %q, want %q (String: %q)", got, want, gens[1].String())
+	}
+}
+
 // TestUnpackRefusesWhatItCannotRead: a truncated or foreign pack is an
 // error, never a panic or a length taken on trust.
 func TestUnpackRefusesWhatItCannotRead(t *testing.T) {

@@ -1,12 +1,15 @@
 package history
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // A Stage records the messages of one publisher (an MQTT client of the
 // embedded broker) into a pack of its own, under a lock no other publisher
 // takes, and hands the pack to the writer's queue whole: when it is full
-// or the first level changes, when the writer comes for it (packLinger
-// after it began), and before anything reads the history or begins to
+// or the first level changes, when the writer comes for it (packLinger to
+// twice that after it began), and before anything reads the history or begins to
 // follow it. At the broker's rate the one lock of Record, taken by every
 // publisher for every message, cost more than the copy it guarded, as its
 // cache lines crossed from core to core with each message (issue 27); a
@@ -33,15 +36,20 @@ type Stage struct {
 	// nextID and endID bound the ids reserved for messages without one.
 	nextID, endID uint64
 	closed        bool
-	listed        bool // in History.listed, under History.mu
+	listed        bool      // in History.listed, under History.mu
+	began         time.Time // when the pack began
 }
 
-// stagePackBytes bounds a stage's pack: it is reserved in the queue's bytes
-// (history.queue_bytes) while the pack is built, so that stages and queue
-// together hold no more than the queue may, and stages reserve at most half
-// of it. A message that does not fit an empty stage's pack, or that finds
-// no room to reserve, goes to the queue directly.
-const stagePackBytes = 256 << 10
+// stagePackBytes bounds a stage's pack: a pack's most (maxPackBytes), or an
+// eighth of history.queue_bytes when that is less. It is reserved in the
+// queue's bytes while the pack is built, so that stages and queue together
+// hold no more than the queue may, and stages reserve at most half of it.
+// A message that does not fit an empty stage's pack, or that finds no room
+// to reserve, goes to the queue directly. (Its buffer grows as messages
+// come: a quiet publisher's pack costs its messages' room, not this.)
+// Packs of 256 KiB cost the bridge more per message than packs of 1 MiB at
+// the broker's rate, as the writer's passes do (maxBatch).
+func (h *History) stagePackBytes() int { return min(maxPackBytes, int(h.cfg.QueueBytes)/8) }
 
 // stageMsgs bounds the messages of a stage's pack: a pack is taken into
 // the queue whole, and history.queue_size must leave room for several.
@@ -95,7 +103,7 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 		h.mu.Unlock()
 		return
 	}
-	token, size, limit := sourceToken(topic), packedSize(&e), min(stagePackBytes, int(h.packLimit.Load()))
+	token, size, limit := sourceToken(topic), packedSize(&e), min(h.stagePackBytes(), int(h.packLimit.Load()))
 	if !s.pack.takes(token, size, h.stageMsgs(), limit) {
 		h.mu.Lock()
 		if !h.restage(s, token, size) {
@@ -105,7 +113,7 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 		}
 		h.mu.Unlock()
 	}
-	gen := idGen{boot: h.bootID}
+	gen := idGen{prefix: h.idPrefix}
 	if id == "" {
 		s.nextID++
 		gen.n = s.nextID
@@ -144,13 +152,15 @@ func (h *History) handOver(s *Stage) {
 // h.mu.
 func (h *History) restage(s *Stage, token string, size int) bool {
 	h.handOver(s)
-	if 1+size > min(stagePackBytes, int(h.packLimit.Load())) ||
-		h.staged+stagePackBytes > int(h.cfg.QueueBytes)/2 || h.queue.bytes+h.staged+stagePackBytes > int(h.cfg.QueueBytes) {
+	reserve := h.stagePackBytes()
+	if 1+size > min(reserve, int(h.packLimit.Load())) ||
+		h.staged+reserve > int(h.cfg.QueueBytes)/2 || h.queue.bytes+h.staged+reserve > int(h.cfg.QueueBytes) {
 		return false
 	}
-	h.staged += stagePackBytes
-	s.reserved = stagePackBytes
+	h.staged += reserve
+	s.reserved = reserve
 	s.pack = newPack(&h.free, token, size, h.queue.held, minStageBuffer)
+	s.began = time.Now()
 	if s.endID-s.nextID < maxBatch {
 		s.nextID = h.nextID
 		h.nextID += maxBatch
@@ -160,13 +170,18 @@ func (h *History) restage(s *Stage, token string, size int) bool {
 		s.listed = true
 		h.listed = append(h.listed, s)
 	}
-	h.tellWriter() // it hands the pack over after packLinger at most
+	h.tellWriter() // it hands the pack over after twice packLinger at most
 	return true
 }
 
 // handOverListed hands over the packs of the stages that began one since
-// the last call: the writer's, before it takes the queue.
-func (h *History) handOverListed() {
+// the last call: the writer's, before it takes the queue. A pack begun
+// less than packLinger ago is left to fill, unless all is true (Close),
+// and the writer comes for it on its next pass: under load the writer
+// passes more often than that, and cutting every stage's pack at each pass
+// made packs of a few hundred messages, each with JetStream's cost per
+// pack (issue 27). So a pack waits for the writer twice packLinger at most.
+func (h *History) handOverListed(all bool) {
 	h.mu.Lock()
 	listed := h.listed
 	h.listed = h.spareListed
@@ -174,11 +189,46 @@ func (h *History) handOverListed() {
 		s.listed = false
 	}
 	h.mu.Unlock()
+	now, young := time.Now(), false
 	for _, s := range listed {
-		s.handOver()
+		if s.handOverBegunBy(now, all) {
+			continue
+		}
+		young = true
+		h.mu.Lock()
+		if !s.listed { // it may have begun a pack since, and listed itself
+			s.listed = true
+			h.listed = append(h.listed, s)
+		}
+		h.mu.Unlock()
+	}
+	if young {
+		h.mu.Lock()
+		h.tellWriter()
+		h.mu.Unlock()
 	}
 	clear(listed)
 	h.spareListed = listed[:0]
+}
+
+// young reports whether s holds a pack begun less than packLinger before
+// now. Under s.mu.
+func (s *Stage) young(now time.Time) bool {
+	return s.pack.msgs > 0 && now.Sub(s.began) < packLinger
+}
+
+// handOverBegunBy hands over what s holds, unless its pack began less than
+// packLinger before now and all is false; it reports whether it did.
+func (s *Stage) handOverBegunBy(now time.Time, all bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !all && s.young(now) {
+		return false
+	}
+	s.h.mu.Lock()
+	s.h.handOver(s)
+	s.h.mu.Unlock()
+	return true
 }
 
 // handOverAll hands over what every stage holds: after it, each message a

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -150,7 +151,8 @@ func TestStagesStayWithinQueueBytes(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.QueueBytes = bytesize.MiB
 	h, _ := open(t, cfg)
-	stages := []*Stage{h.NewStage(), h.NewStage(), h.NewStage()}
+	// Each reserves an eighth of queue_bytes: four fit half of it.
+	stages := []*Stage{h.NewStage(), h.NewStage(), h.NewStage(), h.NewStage(), h.NewStage()}
 	for _, s := range stages {
 		s.mu.Lock()
 	}
@@ -164,10 +166,10 @@ func TestStagesStayWithinQueueBytes(t *testing.T) {
 	for _, s := range stages {
 		s.mu.Unlock()
 	}
-	if fmt.Sprint(began) != "[true true false]" || staged != int(bytesize.MiB)/2 {
-		t.Fatalf("three stages with queue_bytes 1 MiB: began packs %v, reserving %d bytes; want the first two, reserving half", began, staged)
+	if fmt.Sprint(began) != "[true true true true false]" || staged != int(bytesize.MiB)/2 {
+		t.Fatalf("five stages with queue_bytes 1 MiB: began packs %v, reserving %d bytes; want the first four, reserving half", began, staged)
 	}
-	// The third records into the queue directly: its messages are
+	// The fifth records into the queue directly: its messages are
 	// stored all the same.
 	for _, s := range stages {
 		s.RecordFields("big/x", []byte("x"), "", "", "")
@@ -181,7 +183,7 @@ func TestStagesStayWithinQueueBytes(t *testing.T) {
 	if staged != 0 {
 		t.Fatalf("closed stages still reserve %d bytes", staged)
 	}
-	testkit.Eventually(t, func() bool { return testutil.ToFloat64(h.metrics.stored) == 3 }, "the three messages stored")
+	testkit.Eventually(t, func() bool { return testutil.ToFloat64(h.metrics.stored) == 5 }, "the five messages stored")
 }
 
 // A replay has what a stage holds: the stage is handed over first, not
@@ -262,4 +264,30 @@ func TestStageMemoryIsBoundedByItsMessages(t *testing.T) {
 	if limit := 2*data + maxFreeBytes; held > limit {
 		t.Errorf("the queue's packs hold %d bytes for %d bytes of messages: more than %d", held, data, limit)
 	}
+}
+
+// A writer's pass leaves a stage's pack begun less than packLinger ago to
+// fill (under load it passes more often than that, and cutting each pack
+// at each pass made small packs), and takes it on a later pass.
+func TestAYoungStagePackIsLeftToFill(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	s := h.NewStage()
+	defer s.Close()
+	for {
+		s.RecordFields("young/x", []byte("x"), "", "", "")
+		s.mu.Lock() // the writer waits for it
+		if s.pack.msgs == 0 {
+			s.mu.Unlock()
+			continue // the writer took it already (a slow machine): again
+		}
+		if !s.young(s.began.Add(packLinger/2)) || s.young(s.began.Add(packLinger)) {
+			t.Error("a pack is not young for packLinger after it began, or is after")
+		}
+		s.mu.Unlock()
+		break
+	}
+	if !s.handOverBegunBy(time.Now(), true) {
+		t.Fatal("a closing writer left a young pack")
+	}
+	testkit.Eventually(t, func() bool { return testutil.ToFloat64(h.metrics.stored) >= 1 }, "the message stored")
 }

@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -226,7 +227,13 @@ func run(ctx context.Context, p params, progress io.Writer) (*report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("intake, history %s: %w", mode, err)
 			}
-			br, err := brokerLoad(ctx, b.mqttAddr, p, uint32(round))
+			// The load's goroutines carry load=<mode>, as the bridges'
+			// carry mode=<mode>: with -cpuprofile, what is left unlabelled
+			// is the runtime's own (the collector, the scheduler).
+			var br float64
+			pprof.Do(ctx, pprof.Labels("load", mode), func(ctx context.Context) {
+				br, err = brokerLoad(ctx, b.mqttAddr, p, uint32(round))
+			})
 			if err != nil {
 				return nil, fmt.Errorf("broker, history %s: %w", mode, err)
 			}
