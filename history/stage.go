@@ -9,8 +9,8 @@ import (
 // embedded broker) into a pack of its own, under a lock no other publisher
 // takes, and hands the pack to the writer's queue whole: when it is full
 // or the first level changes, when the writer comes for it (packLinger to
-// twice that after it began), and before anything reads the history or begins to
-// follow it. At the broker's rate the one lock of Record, taken by every
+// twice that after it began), and before anything reads the history or
+// begins to follow it. At the broker's rate the one lock of Record, taken by every
 // publisher for every message, cost more than the copy it guarded, as its
 // cache lines crossed from core to core with each message (issue 27); a
 // stage takes it once a pack.

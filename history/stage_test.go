@@ -268,26 +268,42 @@ func TestStageMemoryIsBoundedByItsMessages(t *testing.T) {
 
 // A writer's pass leaves a stage's pack begun less than packLinger ago to
 // fill (under load it passes more often than that, and cutting each pack
-// at each pass made small packs), and takes it on a later pass.
+// at each pass made small packs), takes it once it is older, and takes it
+// at once when it is closing.
 func TestAYoungStagePackIsLeftToFill(t *testing.T) {
 	h, _ := open(t, DefaultConfig())
 	s := h.NewStage()
 	defer s.Close()
+	began := func() (time.Time, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.began, s.pack.msgs > 0
+	}
 	for {
 		s.RecordFields("young/x", []byte("x"), "", "", "")
-		s.mu.Lock() // the writer waits for it
-		if s.pack.msgs == 0 {
-			s.mu.Unlock()
-			continue // the writer took it already (a slow machine): again
+		at, held := began()
+		if !held {
+			continue // the writer took it already (a stalled machine): again
 		}
-		if !s.young(s.began.Add(packLinger/2)) || s.young(s.began.Add(packLinger)) {
-			t.Error("a pack is not young for packLinger after it began, or is after")
+		if !s.handOverBegunBy(at.Add(packLinger/2), false) {
+			break // left to fill
 		}
-		s.mu.Unlock()
-		break
+		if time.Since(at) >= packLinger {
+			continue // the writer may have taken it meanwhile: again
+		}
+		t.Fatal("a pack begun half packLinger ago was handed over")
 	}
 	if !s.handOverBegunBy(time.Now(), true) {
 		t.Fatal("a closing writer left a young pack")
 	}
 	testkit.Eventually(t, func() bool { return testutil.ToFloat64(h.metrics.stored) >= 1 }, "the message stored")
+	for {
+		s.RecordFields("young/y", []byte("y"), "", "", "")
+		if at, held := began(); held {
+			if !s.handOverBegunBy(at.Add(packLinger), false) {
+				t.Fatal("a pack begun packLinger ago was left")
+			}
+			break
+		}
+	}
 }
