@@ -93,11 +93,12 @@ type History struct {
 	// followedFilters are their filters, for stages (followed).
 	nFollowers      atomic.Int32
 	followedFilters atomic.Pointer[followedFilters]
-	// stages are the publishers' (stage.go); listed those that began a
-	// pack since the writer last handed theirs over, and spareListed the
-	// writer's room for the next list. staged is the queue bytes the
-	// stages' packs reserve.
-	stages      map[*Stage]struct{}
+	// holding are the publishers' stages (stage.go) that hold a pack, at
+	// most half of queue_bytes over a pack's reservation (restage); listed
+	// those that began a pack since the writer last handed theirs over,
+	// and spareListed the writer's room for the next list. staged is the
+	// queue bytes the stages' packs reserve.
+	holding     map[*Stage]struct{}
 	listed      []*Stage
 	spareListed []*Stage
 	staged      int
@@ -185,7 +186,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*History, error) {
 		idPrefix:  idPrefix(hex.EncodeToString(id[:])),
 		queued:    make(chan struct{}, 1),
 		followers: map[*follower]struct{}{},
-		stages:    map[*Stage]struct{}{},
+		holding:   map[*Stage]struct{}{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		packMsg: &nats.Msg{Header: nats.Header{

@@ -247,11 +247,13 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 	h.setFollowedLocked()
 	h.mu.Unlock()
 	// The stages record what f's filters match through the queue from
-	// here on (each sees the filters once it next takes its lock, which
-	// handOverAll takes after they were set), and what they staged
-	// before is in the queue once handOverAll returns: n counts it. A
-	// message recorded between the two is both live and in the store,
-	// and its id leaves it to the live part.
+	// here on, and what they staged before is in the queue once
+	// handOverAll returns: n counts it. A stage that held a pack when
+	// handOverAll looked finishes the message it was recording before
+	// handOverAll takes its lock, and one that begins a pack later asks
+	// the filters again as it does (restage). A message recorded between
+	// the two is both live and in the store, and its id leaves it to the
+	// live part.
 	h.handOverAll()
 	h.mu.Lock()
 	n := h.accepted

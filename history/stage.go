@@ -61,14 +61,11 @@ func (h *History) stageMsgs() int { return min(maxBatch, max(1, h.cfg.QueueSize/
 // pack with each, and must not cost a pack's room for it.
 const minStageBuffer = 4 << 10
 
-// NewStage returns a stage for one publisher's messages.
-func (h *History) NewStage() *Stage {
-	s := &Stage{h: h}
-	h.mu.Lock()
-	h.stages[s] = struct{}{}
-	h.mu.Unlock()
-	return s
-}
+// NewStage returns a stage for one publisher's messages. It costs the
+// history nothing until the publisher publishes: the history knows only
+// the stages that hold a pack (History.holding), so that a fleet's
+// connected publishers cost a reader nothing (handOverAll).
+func (h *History) NewStage() *Stage { return &Stage{h: h} }
 
 // Close hands over what s holds; later messages recorded through s go to
 // the queue directly.
@@ -79,7 +76,6 @@ func (s *Stage) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.handOver(s)
-	delete(h.stages, s)
 	s.closed = true
 }
 
@@ -106,7 +102,7 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 	token, size, limit := sourceToken(topic), packedSize(&e), min(h.stagePackBytes(), int(h.packLimit.Load()))
 	if !s.pack.takes(token, size, h.stageMsgs(), limit) {
 		h.mu.Lock()
-		if !h.restage(s, token, size) {
+		if !h.restage(s, topic, token, size) {
 			h.recordLocked(&e, true)
 			h.mu.Unlock()
 			return
@@ -124,6 +120,7 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 // handOver moves what s holds to the queue (or counts it as lost when the
 // queue has no room), under s.mu and h.mu.
 func (h *History) handOver(s *Stage) {
+	delete(h.holding, s)
 	h.staged -= s.reserved
 	s.reserved = 0
 	p := s.pack
@@ -146,19 +143,29 @@ func (h *History) handOver(s *Stage) {
 }
 
 // restage hands over what s holds and begins a pack for a message of size
-// bytes on first level token, with the ids its messages may need; false
-// when the message does not fit a stage's pack or the queue's bytes leave
-// no room to reserve one: it goes to the queue directly. Under s.mu and
-// h.mu.
-func (h *History) restage(s *Stage, token string, size int) bool {
+// bytes on topic, whose first level is token, with the ids its messages
+// may need; false when the message does not fit a stage's pack, the queue's
+// bytes leave no room to reserve one, or a live follower's filters match
+// topic: it goes to the queue directly. Under s.mu and h.mu.
+//
+// The stage is then one of History.holding, which handOverAll hands over.
+// A follower is added under h.mu, and its filters asked here again: a
+// RecordFields that asked them before the follower came, and began a pack
+// after handOverAll looked at holding, must not stage a message the
+// follower wants (Follow).
+func (h *History) restage(s *Stage, topic, token string, size int) bool {
 	h.handOver(s)
 	reserve := h.stagePackBytes()
+	if len(h.followers) > 0 && h.followed(topic) {
+		return false
+	}
 	if 1+size > min(reserve, int(h.packLimit.Load())) ||
 		h.staged+reserve > int(h.cfg.QueueBytes)/2 || h.queue.bytes+h.staged+reserve > int(h.cfg.QueueBytes) {
 		return false
 	}
 	h.staged += reserve
 	s.reserved = reserve
+	h.holding[s] = struct{}{}
 	s.pack = newPack(&h.free, token, size, h.queue.held, minStageBuffer)
 	s.began = time.Now()
 	if s.endID-s.nextID < maxBatch {
@@ -233,15 +240,18 @@ func (s *Stage) handOverBegunBy(now time.Time, all bool) bool {
 
 // handOverAll hands over what every stage holds: after it, each message a
 // stage was handed before the call is in the queue (or counted as lost),
-// so that a reader that waits for the writer finds it.
+// so that a reader that waits for the writer finds it. It takes the lock
+// of each stage that holds a pack, not of every publisher's: a stage
+// begins a pack under h.mu (restage), and handOverAll waits for one that
+// held a pack when it looked to finish the message it was recording.
 func (h *History) handOverAll() {
 	h.mu.Lock()
-	if len(h.stages) == 0 {
+	if len(h.holding) == 0 {
 		h.mu.Unlock()
 		return
 	}
-	stages := make([]*Stage, 0, len(h.stages))
-	for s := range h.stages {
+	stages := make([]*Stage, 0, len(h.holding))
+	for s := range h.holding {
 		stages = append(stages, s)
 	}
 	h.mu.Unlock()

@@ -159,15 +159,15 @@ func TestStagesStayWithinQueueBytes(t *testing.T) {
 	h.mu.Lock()
 	var began []bool
 	for _, s := range stages {
-		began = append(began, h.restage(s, "big", 100))
+		began = append(began, h.restage(s, "big/x", "big", 100))
 	}
-	staged := h.staged
+	staged, holding := h.staged, len(h.holding)
 	h.mu.Unlock()
 	for _, s := range stages {
 		s.mu.Unlock()
 	}
-	if fmt.Sprint(began) != "[true true true true false]" || staged != int(bytesize.MiB)/2 {
-		t.Fatalf("five stages with queue_bytes 1 MiB: began packs %v, reserving %d bytes; want the first four, reserving half", began, staged)
+	if fmt.Sprint(began) != "[true true true true false]" || staged != int(bytesize.MiB)/2 || holding != 4 {
+		t.Fatalf("five stages with queue_bytes 1 MiB: began packs %v, reserving %d bytes, %d holding; want the first four, reserving half", began, staged, holding)
 	}
 	// The fifth records into the queue directly: its messages are
 	// stored all the same.
@@ -178,10 +178,10 @@ func TestStagesStayWithinQueueBytes(t *testing.T) {
 		s.Close()
 	}
 	h.mu.Lock()
-	staged = h.staged
+	staged, holding = h.staged, len(h.holding)
 	h.mu.Unlock()
-	if staged != 0 {
-		t.Fatalf("closed stages still reserve %d bytes", staged)
+	if staged != 0 || holding != 0 {
+		t.Fatalf("closed stages still reserve %d bytes, %d of them holding", staged, holding)
 	}
 	testkit.Eventually(t, func() bool { return testutil.ToFloat64(h.metrics.stored) == 5 }, "the five messages stored")
 }
@@ -305,5 +305,65 @@ func TestAYoungStagePackIsLeftToFill(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// A reader takes the locks of the stages that hold a pack only, not of
+// every connected publisher's: a fleet's publishers, which each published
+// a message a while ago, cost a history request nothing. Here every
+// stage's lock is held by someone else (as a publisher busy recording
+// holds its own), and the replay must not wait for any of them.
+func TestAReaderLeavesStagesThatHoldNothing(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	stages := make([]*Stage, 1000)
+	for i := range stages {
+		stages[i] = h.NewStage()
+		stages[i].RecordFields("fleet/"+strconv.Itoa(i), []byte("up"), "", "", "")
+	}
+	testkit.Eventually(t, func() bool { return h.written.Load() == uint64(len(stages)) }, "the writer took every stage's message")
+	for _, s := range stages {
+		s.mu.Lock()
+	}
+	replayed := make(chan []string, 1)
+	go func() { replayed <- replayTopics(t, h, Query{Filters: []string{"fleet/7"}}) }()
+	var got []string
+	testkit.Eventually(t, func() bool {
+		select {
+		case got = <-replayed:
+			return true
+		default:
+			return false
+		}
+	}, "the replay, while every stage's lock is held")
+	for _, s := range stages {
+		s.mu.Unlock()
+		s.Close()
+	}
+	if strings.Join(got, " ") != "fleet/7" {
+		t.Fatalf("replayed %v, want fleet/7", got)
+	}
+}
+
+// A stage that asked the followers' filters before a follower came, and
+// begins a pack after the follower's handOverAll looked for stages that
+// hold one, must not stage a message the follower wants: the follower
+// would have it neither from the store (it is not in the queue when the
+// follower's replay ends) nor live. restage asks the filters again, under
+// the lock the follower is added under, and sends it to the queue.
+func TestAStageBeginsNoPackForAFollowedTopic(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	h.mu.Lock()
+	h.followers[&follower{filters: []string{"watched/#"}}] = struct{}{}
+	h.setFollowedLocked()
+	h.mu.Unlock()
+	s := h.NewStage()
+	defer s.Close()
+	s.mu.Lock()
+	h.mu.Lock()
+	watched, other := h.restage(s, "watched/x", "watched", 10), h.restage(s, "other/x", "other", 10)
+	h.mu.Unlock()
+	s.mu.Unlock()
+	if watched || !other {
+		t.Fatalf("restage began a pack for a followed topic: %v, for another: %v; want false, true", watched, other)
 	}
 }
