@@ -407,3 +407,33 @@ func TestKeepsMatchesAsMQTTDoes(t *testing.T) {
 		}
 	}
 }
+
+// A follower's replay leaves to the live part the stored messages it also
+// holds live, told by id and topic, not by id alone: a publisher chooses
+// its messages' ids (an MQTT client's Nats-Msg-Id), and one that took
+// another's id, on its own topic, must not make the replay skip the
+// other's message.
+func TestAFollowersReplaySkipsOnlyTheSameMessage(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	h.RecordFields("chef/org/node/run/failure", []byte(`{"a":1}`), "run-1:run_converge", "chef", "")
+	h.RecordFields("chef/org/node/status", []byte(`{"a":2}`), "run-1:status", "chef", "")
+	h.mu.Lock()
+	n := h.accepted
+	h.mu.Unlock()
+	if err := h.caughtUp(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{filters: []string{"#"}, ids: map[liveKey]int{}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
+	f.offer(entry{id: "run-1:run_converge", topic: "demo/mine", payload: []byte("same id, another topic")})
+	f.offer(entry{id: "run-1:status", topic: "chef/org/node/status", payload: []byte(`{"a":2}`)}) // the same message, live too
+	var got []string
+	if _, err := h.replay(t.Context(), Query{Filters: []string{"#"}}, f, func(r Record) error {
+		got = append(got, r.Topic)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "chef/org/node/run/failure" {
+		t.Fatalf("the replay handed %v; want chef/org/node/run/failure, and the status left to the live part", got)
+	}
+}

@@ -133,8 +133,8 @@ type follower struct {
 	mu      sync.Mutex
 	pending []entry
 	bytes   int
-	ids     map[string]int // ids in pending, while the replay needs them; nil after
-	behind  bool           // pending overflowed: the follower ends
+	ids     map[liveKey]int // the messages in pending, while the replay needs them; nil after
+	behind  bool            // pending overflowed: the follower ends
 	wake    chan struct{}
 	// For Sync: the messages put in pending and those handed to fn since
 	// the follower began, whether it ended, and a channel closed when
@@ -167,7 +167,7 @@ func (f *follower) offer(e entry) {
 		f.offered++
 		f.bytes += len(e.payload)
 		if f.ids != nil {
-			f.ids[e.id]++
+			f.ids[liveKey{e.id, e.topic}]++
 		}
 	}
 	f.mu.Unlock()
@@ -177,11 +177,18 @@ func (f *follower) offer(e entry) {
 	}
 }
 
-// live reports whether the replay should leave id to the live messages.
-func (f *follower) live(id string) bool {
+// liveKey is what tells a stored message that is also live: its id and
+// its topic. An id alone is the publisher's to choose (an MQTT client's
+// Nats-Msg-Id), and a publisher could make a follower's replay skip
+// another's message of the same id, on a topic it may not publish on.
+type liveKey struct{ id, topic string }
+
+// live reports whether the replay should leave the message of id on topic
+// to the live messages.
+func (f *follower) live(id, topic string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.ids[id] > 0
+	return f.ids[liveKey{id, topic}] > 0
 }
 
 // take returns what is pending.
@@ -240,7 +247,7 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 	// every message accepted before the follower is in the store (or lost)
 	// once the writer has caught up, and those after it, which the store
 	// may hold too, are left to the live part by their id.
-	f := &follower{filters: q.Filters, ids: map[string]int{}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
+	f := &follower{filters: q.Filters, ids: map[liveKey]int{}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
 	h.mu.Lock()
 	h.followers[f] = struct{}{}
 	h.nFollowers.Add(1)
@@ -374,7 +381,7 @@ func (h *History) replay(ctx context.Context, q Query, f *follower, fn func(Reco
 		// A message that is not a pack of this version's is skipped, as
 		// one that no filter matches would be.
 		_ = unpack(m.Data(), func(r Record) bool {
-			if !matchAny(q.Filters, r.Topic) || f != nil && f.live(r.ID) {
+			if !matchAny(q.Filters, r.Topic) || f != nil && f.live(r.ID, r.Topic) {
 				return true
 			}
 			switch {
