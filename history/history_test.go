@@ -423,7 +423,7 @@ func TestAFollowersReplaySkipsOnlyTheSameMessage(t *testing.T) {
 	if err := h.caughtUp(t.Context(), n); err != nil {
 		t.Fatal(err)
 	}
-	f := &follower{filters: []string{"#"}, ids: map[liveKey]int{}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
+	f := newFollower([]string{"#"})
 	f.offer(entry{id: "run-1:run_converge", topic: "demo/mine", payload: []byte("same id, another topic")})
 	f.offer(entry{id: "run-1:status", topic: "chef/org/node/status", payload: []byte(`{"a":2}`)}) // the same message, live too
 	var got []string

@@ -144,6 +144,12 @@ type follower struct {
 	progress        chan struct{}
 }
 
+// newFollower returns a follower of filters, in its replay: it notes the
+// messages it holds live, for the replay to leave to them (live).
+func newFollower(filters []string) *follower {
+	return &follower{filters: filters, ids: map[liveKey]int{}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
+}
+
 // advance counts n more messages handed to fn, or the follower's end.
 func (f *follower) advance(n int, end bool) {
 	f.mu.Lock()
@@ -246,8 +252,8 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 	// Live first, into a buffer; then the store up to where live began:
 	// every message accepted before the follower is in the store (or lost)
 	// once the writer has caught up, and those after it, which the store
-	// may hold too, are left to the live part by their id.
-	f := &follower{filters: q.Filters, ids: map[liveKey]int{}, wake: make(chan struct{}, 1), progress: make(chan struct{})}
+	// may hold too, are left to the live part by their id and topic.
+	f := newFollower(q.Filters)
 	h.mu.Lock()
 	h.followers[f] = struct{}{}
 	h.nFollowers.Add(1)
