@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -550,21 +551,48 @@ func TestHistoryAsServerSentEvents(t *testing.T) {
 
 // TestHistoryKeepsWills: a client's last will, published by the broker
 // when the client goes without a DISCONNECT, is in the history as any
-// publish is (mochi sends wills without its OnPublished event).
+// publish is (mochi sends wills without its OnPublished event), and so is
+// a delayed will whose session ended before it was due (mochi sends that
+// one without any event: broker/wills.go).
 func TestHistoryKeepsWills(t *testing.T) {
 	cfg := historyConfig(t, t.TempDir())
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	cfg.Broker.Users = []credentials.User{{Username: "pub", PasswordHash: string(hash), Publish: []string{"#"}}}
 	b := startBridge(t, cfg)
-	c := testkit.DialRaw(t, b.Broker().Addr("mqtt"))
-	will := &packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1}, TopicName: "wills/node-1", Payload: []byte(`"offline"`)}
-	if ack := c.Connect(4, testkit.ConnectOptions{ClientID: "node-1", Username: "pub", Password: "pw", Clean: true, Will: will}); ack.ReasonCode != 0 {
-		t.Fatalf("CONNECT with a will answered 0x%02X", ack.ReasonCode)
+	for _, c := range []struct {
+		id      string
+		version byte
+		delay   uint32
+	}{
+		{"node-1", 4, 0},
+		{"node-2", 5, 1}, // no Session Expiry: the session ends at once, the will after a second
+	} {
+		conn := testkit.DialRaw(t, b.Broker().Addr("mqtt"))
+		will := &packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1}, TopicName: "wills/" + c.id, Payload: []byte(`"offline"`),
+			Properties: packets.Properties{WillDelayInterval: c.delay}}
+		if ack := conn.Connect(c.version, testkit.ConnectOptions{ClientID: c.id, Username: "pub", Password: "pw", Clean: true, Will: will}); ack.ReasonCode != 0 {
+			t.Fatalf("%s: CONNECT with a will answered 0x%02X", c.id, ack.ReasonCode)
+		}
+		_ = conn.Conn.Close() // no DISCONNECT: the will goes
 	}
-	_ = c.Conn.Close() // no DISCONNECT: the will goes
 	base := "http://" + b.HTTPAddr()
-	testkit.Eventually(t, func() bool {
-		got := getHistory(t, base, "filter=wills/%23")
-		return len(got) == 1 && got[0].Topic == "wills/node-1" && string(got[0].Payload) == `"offline"`
-	}, "the will in the history")
+	wills := func() string {
+		var topics []string
+		for _, r := range getHistory(t, base, "filter=wills/%23") {
+			topics = append(topics, r.Topic+"="+string(r.Payload))
+		}
+		slices.Sort(topics)
+		return fmt.Sprint(topics)
+	}
+	const want = `[wills/node-1="offline" wills/node-2="offline"]`
+	testkit.Eventually(t, func() bool { return wills() == want }, "both wills in the history")
+	// A will handed over twice would be recorded at once after the first:
+	// anything published after the wills were found comes after it.
+	if err := b.Publisher().Publish(t.Context(), bus.NewMessage("test", "marker", "wills/zz-marker", []byte(`"marker"`), time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool { return strings.Contains(wills(), "wills/zz-marker") }, "the marker in the history")
+	if got := strings.Replace(wills(), ` wills/zz-marker="marker"`, "", 1); got != want {
+		t.Fatalf("the history holds %s, want each will once", got)
+	}
 }

@@ -252,8 +252,9 @@ func (b *Broker) AddHook(hook mqtt.Hook) error {
 type Recorder interface {
 	// Published is called once mochi has delivered a message published
 	// by cl (mochi's inline client for the bridge's own messages), and for
-	// each will mochi sends, with its topic, payload and MQTT v5 user
-	// properties (which carry the bridge's headers). It is called on the
+	// each will mochi sends (cl nil for a delayed will, whose client may be
+	// gone), with its topic, payload and MQTT v5 user properties (which
+	// carry the bridge's headers). It is called on the
 	// goroutine that delivered the message: cl's own, or the router's
 	// pipeline's, which may release cl's messages after cl has gone. It
 	// must not block, and must not keep payload or user past the call.
@@ -417,6 +418,8 @@ func userProperties(headers map[string]string) []packets.UserProperty {
 func (b *Broker) Close(_ context.Context) error {
 	b.closeOnce.Do(func() {
 		b.closed.Store(true)
+		// The delayed wills of the clients it disconnects will never be due.
+		b.retain.wills.stop()
 		defer b.stopLogs() // after the clients, whose last refusals and drops they count
 		if b.started.Load() {
 			b.closeErr = b.server.Close() // closes listeners, clients and hooks

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	pebbledb "github.com/cockroachdb/pebble"
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	"github.com/mochi-mqtt/server/v2/hooks/storage/pebble"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 
 	"github.com/opsfirehose/firehose/internal/logging"
@@ -48,4 +51,29 @@ func (h *storeHook) ID() string { return "firehose-sessions" }
 // Provides limits the pebble hook to sessions.
 func (h *storeHook) Provides(b byte) bool {
 	return h.Hook.Provides(b) && bytes.IndexByte(retainedEvents, b) < 0
+}
+
+// OnSubscribed stores the subscriptions of network clients, not those of
+// the inline client (the dashboard's views, the watches for delayed wills:
+// wills.go). Those belong to this process, and a restart does not bring
+// their handlers back: mochi would restore each as a plain subscription of
+// the client "inline", and each costs a synced write.
+func (h *storeHook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+	if !cl.Net.Inline {
+		h.Hook.OnSubscribed(cl, pk, codes)
+	}
+}
+
+// OnUnsubscribed is OnSubscribed's undoing, for network clients only.
+func (h *storeHook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
+	if !cl.Net.Inline {
+		h.Hook.OnUnsubscribed(cl, pk)
+	}
+}
+
+// StoredSubscriptions leaves out the inline client's subscriptions that
+// earlier versions stored.
+func (h *storeHook) StoredSubscriptions() ([]storage.Subscription, error) {
+	subs, err := h.Hook.StoredSubscriptions()
+	return slices.DeleteFunc(subs, func(s storage.Subscription) bool { return s.Client == mqtt.InlineClientId }), err
 }

@@ -54,6 +54,8 @@ type retainHook struct {
 	// recorder is handed every message delivered (Broker.SetRecorder,
 	// before Start); nil: none.
 	recorder Recorder
+	// wills are the delayed wills whose session may end first (wills.go).
+	wills *delayedWills
 }
 
 // clientStreams is one client's retained streams: the SUBSCRIBE packets
@@ -74,8 +76,10 @@ type streamJob struct {
 }
 
 func newRetainHook(store *retained.Store, server *mqtt.Server, auth *authHook, maxHeld int, dropped func(cl *mqtt.Client) func([]byte), log zerolog.Logger) *retainHook {
-	return &retainHook{store: store, server: server, auth: auth, maxHeld: maxHeld, dropped: dropped, log: log,
+	h := &retainHook{store: store, server: server, auth: auth, maxHeld: maxHeld, dropped: dropped, log: log,
 		clients: map[*mqtt.Client]*clientStreams{}}
+	h.wills = newDelayedWills(server, h.willSent, log)
+	return h
 }
 
 // ID names the hook in mochi's logs.
@@ -84,7 +88,8 @@ func (h *retainHook) ID() string { return "firehose-retained" }
 // Provides lists the events the hook handles.
 func (h *retainHook) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnPacketRead, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnDisconnect, mqtt.OnPublished, mqtt.OnWillSent:
+	case mqtt.OnPacketRead, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnDisconnect, mqtt.OnPublished, mqtt.OnWillSent,
+		mqtt.OnSessionEstablished:
 		return true
 	}
 	return false
@@ -134,16 +139,18 @@ func (h *retainHook) OnPacketRead(_ *mqtt.Client, pk packets.Packet) (packets.Pa
 
 // OnWill gives back a will the retain flag that OnPacketRead took, and
 // keeps a will that goes at once before mochi delivers it, as mochi kept a
-// retained publish. A delayed will is kept when it goes (OnWillSent): its
-// client may come back before.
+// retained publish. A delayed will is kept when it goes (OnWillSent, or
+// delayedWills when its session ended first): its client may come back
+// before.
 func (h *retainHook) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	delay := cl.Properties.Will.WillDelayInterval // what sendLWT decides by
 	for i, p := range will.User {
 		if p.Key != willRetainKey {
 			continue
 		}
 		will.User = append(will.User[:i:i], will.User[i+1:]...)
 		will.Retain = true
-		if cl.Properties.Will.WillDelayInterval == 0 { // what sendLWT decides by
+		if delay == 0 {
 			h.keepWill(packets.Packet{
 				FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: will.Qos, Retain: true},
 				TopicName:   will.TopicName, Payload: will.Payload, Properties: packets.Properties{User: will.User},
@@ -151,8 +158,15 @@ func (h *retainHook) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) 
 		}
 		break
 	}
+	if delay > 0 {
+		h.wills.watch(cl.ID, will.TopicName, time.Duration(delay)*time.Second)
+	}
 	return will, nil
 }
+
+// OnSessionEstablished forgets the delayed will of a client that came back:
+// mochi dropped it.
+func (h *retainHook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) { h.wills.cameBack(cl.ID) }
 
 func (h *retainHook) keepWill(pk packets.Packet) {
 	pk.Expiry = 0 // mochi's time to send a delayed will, not an expiry
@@ -314,10 +328,20 @@ func (h *retainHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
 
 // OnWillSent keeps a retained will that went after its delay (mochi has
 // delivered it, and then retained it, in that order) and counts it, as
-// OnPublished does. mochi sends wills without OnPublished. (A delayed will
-// whose session is gone by then is sent without OnWillSent too, and the
-// recorder is not handed it.)
+// OnPublished does. mochi sends wills without OnPublished, and a delayed
+// will whose session is gone by then without OnWillSent too: delayedWills
+// takes the delayed wills as mochi sends them, and OnWillSent leaves those
+// alone.
 func (h *retainHook) OnWillSent(cl *mqtt.Client, pk packets.Packet) {
+	if pk.Connect.WillProperties.WillDelayInterval > 0 && h.wills.took(cl.ID, pk.Expiry) {
+		return
+	}
+	h.willSent(cl, pk)
+}
+
+// willSent keeps, counts and records a will that mochi sent; cl is nil
+// when delayedWills took it.
+func (h *retainHook) willSent(cl *mqtt.Client, pk packets.Packet) {
 	if pk.FixedHeader.Retain {
 		if pk.Connect.WillProperties.WillDelayInterval > 0 { // set by sendLWT for a delayed will only
 			h.keepWill(pk)
@@ -528,4 +552,7 @@ func (h *retainHook) unreserve(cl *mqtt.Client, out packets.Packet, err error) e
 }
 
 // Stop closes the store (mochi stops its hooks when it closes).
-func (h *retainHook) Stop() error { return h.store.Close() }
+func (h *retainHook) Stop() error {
+	h.wills.stop()
+	return h.store.Close()
+}

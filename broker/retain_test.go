@@ -148,6 +148,15 @@ func TestLiveMessagesFollowTheRetainedStream(t *testing.T) {
 	}
 }
 
+// lateSubscriber subscribes a new MQTT 5 client to prefix/# and returns
+// the retained messages it gets (up to a barrier on prefix/zz-barrier).
+func lateSubscriber(t *testing.T, b *Broker, prefix string) []packets.Packet {
+	t.Helper()
+	late := testkit.Dial5(t, b.Addr("mqtt"), "", "")
+	late.Subscribe(1, prefix+"/#", 1)
+	return barrier(t, b, late, prefix+"/zz-barrier")
+}
+
 // barrier publishes a live message on topic and reads up to it, returning
 // what came before: retained messages for a subscription come before any
 // live one, so what a SUBSCRIBE made the broker send has arrived by then.
@@ -283,9 +292,7 @@ func TestRetainedSemantics(t *testing.T) {
 	publish("exp/soon", "s", packets.Properties{MessageExpiryInterval: 1})
 	fence()
 	testkit.Eventually(t, func() bool { return b.RetainedCount() == before }, "the expired message leaves the store")
-	late := testkit.Dial5(t, b.Addr("mqtt"), "", "")
-	late.Subscribe(1, "exp/#", 1)
-	if got := barrier(t, b, late, "exp/barrier"); len(got) != 0 {
+	if got := lateSubscriber(t, b, "exp"); len(got) != 0 {
 		t.Fatalf("an expired retained message was delivered: %v", topicsOf(got))
 	}
 
@@ -418,9 +425,7 @@ func TestRetainedWills(t *testing.T) {
 	}
 	// mochi retains a delayed will just after it delivers it.
 	testkit.Eventually(t, func() bool { return retainedHas(t, b, "wills/v5-delayed") }, "the delayed will retained")
-	late := testkit.Dial5(t, b.Addr("mqtt"), "", "")
-	late.Subscribe(1, "wills/#", 1)
-	got := barrier(t, b, late, "wills/zz-barrier")
+	got := lateSubscriber(t, b, "wills")
 	if fmt.Sprint(topicsOf(got)) != "[wills/v4=offline wills/v5=offline wills/v5-delayed=offline]" {
 		t.Fatalf("a late subscriber got %v", topicsOf(got))
 	}
