@@ -252,9 +252,9 @@ func (b *Broker) AddHook(hook mqtt.Hook) error {
 type Recorder interface {
 	// Published is called once mochi has delivered a message published
 	// by cl (mochi's inline client for the bridge's own messages), and for
-	// each will mochi sends (cl nil for a delayed will, whose client may be
-	// gone), with its topic, payload and MQTT v5 user properties (which
-	// carry the bridge's headers). It is called on the
+	// each will mochi sends (a delayed one as mochi begins to deliver it,
+	// with cl nil: its client may be gone), with its topic, payload and
+	// MQTT v5 user properties (which carry the bridge's headers). It is called on the
 	// goroutine that delivered the message: cl's own, or the router's
 	// pipeline's, which may release cl's messages after cl has gone. It
 	// must not block, and must not keep payload or user past the call.
@@ -345,8 +345,9 @@ func (b *Broker) publish(ctx context.Context, checkTopics bool, msgs []bus.Messa
 // message published while the retained ones are read is handed on after
 // them, so fn never sees a topic's retained message after a newer one. As
 // for any subscriber, "#" and "+" do not match "$" topics. id must be unique
-// among the broker's inline subscriptions to the same filter; the returned
-// function ends the subscription.
+// among the broker's inline subscriptions to the same filter, and positive
+// (negative ids are the broker's own: wills.go); the returned function ends
+// the subscription.
 func (b *Broker) Subscribe(id int, filter string, fn func(bus.Message)) (unsubscribe func(), err error) {
 	var (
 		mu        sync.Mutex

@@ -71,9 +71,15 @@ func (h *storeHook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 	}
 }
 
-// StoredSubscriptions leaves out the inline client's subscriptions that
-// earlier versions stored.
+// StoredSubscriptions leaves out, and deletes, the inline client's
+// subscriptions that earlier versions stored.
 func (h *storeHook) StoredSubscriptions() ([]storage.Subscription, error) {
 	subs, err := h.Hook.StoredSubscriptions()
-	return slices.DeleteFunc(subs, func(s storage.Subscription) bool { return s.Client == mqtt.InlineClientId }), err
+	return slices.DeleteFunc(subs, func(s storage.Subscription) bool {
+		if s.Client != mqtt.InlineClientId {
+			return false
+		}
+		h.Hook.OnUnsubscribed(&mqtt.Client{ID: s.Client}, packets.Packet{Filters: packets.Subscriptions{{Filter: s.Filter}}})
+		return true
+	}), err
 }

@@ -326,12 +326,12 @@ func (h *retainHook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
 	}
 }
 
-// OnWillSent keeps a retained will that went after its delay (mochi has
-// delivered it, and then retained it, in that order) and counts it, as
-// OnPublished does. mochi sends wills without OnPublished, and a delayed
-// will whose session is gone by then without OnWillSent too: delayedWills
-// takes the delayed wills as mochi sends them, and OnWillSent leaves those
-// alone.
+// OnWillSent counts a retained will and hands it to the recorder, as
+// OnPublished does for a publish: mochi sends wills without OnPublished.
+// A delayed will it keeps too (mochi has delivered it, and then would have
+// retained it) unless delayedWills took it already: delayedWills takes
+// the delayed wills as mochi sends them, also those whose session is gone
+// by then, which mochi sends without OnWillSent.
 func (h *retainHook) OnWillSent(cl *mqtt.Client, pk packets.Packet) {
 	if pk.Connect.WillProperties.WillDelayInterval > 0 && h.wills.took(cl.ID, pk.Expiry) {
 		return

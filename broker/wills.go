@@ -40,8 +40,8 @@ import (
 // A will is forgotten once it is sent, when its client comes back (mochi
 // has dropped the will by OnSessionEstablished), or willGrace after it was
 // due (a will that mochi dropped some other way). Each costs its client id
-// and topic, a timer and an inline subscription to one topic; mochi keeps
-// the will itself as long.
+// and topic and a timer, and the wills on one topic share an inline
+// subscription (willTopic); mochi keeps the will itself as long.
 type delayedWills struct {
 	server *mqtt.Server
 	// sent does what OnWillSent does for a will: keep it if it is
@@ -52,6 +52,7 @@ type delayedWills struct {
 
 	mu       sync.Mutex
 	byClient map[string]*delayedWill
+	byTopic  map[string]*willTopic
 	lastID   int // the last inline subscription id, counting down from -1
 	stopped  bool
 	// taken is the last will the handler took, until OnWillSent asks
@@ -65,10 +66,22 @@ type delayedWills struct {
 
 // delayedWill is one client's will, waiting for its delay.
 type delayedWill struct {
-	client string
-	topic  string
-	id     int // of the inline subscription to topic
-	timer  *time.Timer
+	client, topic string
+	on            *willTopic
+	timer         *time.Timer
+}
+
+// willTopic is the inline subscription to a will topic, which every will
+// watched for on that topic shares: with one each, mochi would hand each
+// will to all of them, and a fleet whose nodes share one will topic would
+// cost mochi's event loop the square of its size when they all go.
+type willTopic struct {
+	topic string
+	id    int
+	wills int           // watched for on it
+	ready chan struct{} // closed once subscribed, or not (subscribed false)
+	// subscribed is whether the subscription was made, once ready.
+	subscribed bool
 }
 
 // willGrace is how long after a will was due it is forgotten if mochi has
@@ -77,12 +90,13 @@ type delayedWill struct {
 const willGrace = time.Minute
 
 func newDelayedWills(server *mqtt.Server, sent func(*mqtt.Client, packets.Packet), log zerolog.Logger) *delayedWills {
-	return &delayedWills{server: server, sent: sent, log: log, byClient: map[string]*delayedWill{}}
+	return &delayedWills{server: server, sent: sent, log: log, byClient: map[string]*delayedWill{}, byTopic: map[string]*willTopic{}}
 }
 
 // watch watches for the will on topic of the client client, which mochi
 // sends delay from now unless the client comes back. It replaces what it
-// watched for the client before.
+// watched for the client before, and returns once the will's topic is
+// subscribed to: mochi sends the will only after OnWill has returned.
 func (d *delayedWills) watch(client, topic string, delay time.Duration) {
 	// A will topic is a topic name: as a filter, it matches itself alone.
 	// One that is not (a wildcard, a shared subscription's prefix, which
@@ -96,41 +110,64 @@ func (d *delayedWills) watch(client, topic string, delay time.Duration) {
 		d.mu.Unlock()
 		return
 	}
-	d.lastID--
-	w := &delayedWill{client: client, topic: topic, id: d.lastID}
-	was := d.byClient[client]
-	d.byClient[client] = w
-	d.mu.Unlock()
-	if was != nil {
-		d.unwatch(was)
+	var ended *willTopic
+	if was := d.byClient[client]; was != nil {
+		ended = d.dropLocked(was)
 	}
-	if err := d.server.Subscribe(topic, w.id, func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) { d.onPublish(w, pk) }); err != nil {
-		d.log.Warn().Err(err).Str("client", client).Str("topic", topic).Msg("a delayed will is not watched for: if its session ends first, late subscribers and the history will not have it")
-		d.forget(w)
+	t := d.byTopic[topic]
+	first := t == nil
+	if first {
+		d.lastID--
+		t = &willTopic{topic: topic, id: d.lastID, ready: make(chan struct{})}
+		d.byTopic[topic] = t
+	}
+	t.wills++
+	w := &delayedWill{client: client, topic: topic, on: t}
+	d.byClient[client] = w
+	w.timer = time.AfterFunc(delay+willGrace, func() { d.forget(w) })
+	d.mu.Unlock()
+	d.unsubscribe(ended)
+	if !first {
+		<-t.ready // another will's watch subscribes to the topic
 		return
 	}
+	err := d.server.Subscribe(topic, t.id, func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) { d.onPublish(topic, pk) })
 	d.mu.Lock()
-	current := d.byClient[client] == w
-	if current {
-		w.timer = time.AfterFunc(delay+willGrace, func() { d.forget(w) })
+	t.subscribed = err == nil
+	close(t.ready)
+	current := d.byTopic[topic] == t
+	if err != nil && current {
+		delete(d.byTopic, topic) // its wills are forgotten as they would be (forget)
 	}
 	d.mu.Unlock()
-	if !current {
-		// Forgotten while it was being subscribed (its client came back, a
-		// takeover): forget's Unsubscribe came before the subscription.
-		_ = d.server.Unsubscribe(topic, w.id)
+	switch {
+	case err != nil:
+		d.log.Warn().Err(err).Str("client", client).Str("topic", topic).Msg("a delayed will is not watched for: if its session ends first, late subscribers and the history will not have it")
+	case !current:
+		// Every will on it was forgotten while it was being subscribed to
+		// (its client came back: a takeover), and the Unsubscribe came
+		// before the subscription.
+		_ = d.server.Unsubscribe(topic, t.id)
 	}
 }
 
-// onPublish is the inline subscriber of w's topic: it takes w's will, which
-// sendLWT marked with its delay, and nothing else published there.
-func (d *delayedWills) onPublish(w *delayedWill, pk packets.Packet) {
-	if pk.Origin != w.client || pk.Connect.WillProperties.WillDelayInterval == 0 || !d.forget(w) {
+// onPublish is the inline subscriber of a will topic: it takes the will of
+// a client watched for on it, which sendLWT marked with its delay, and
+// nothing else published there.
+func (d *delayedWills) onPublish(topic string, pk packets.Packet) {
+	if pk.Connect.WillProperties.WillDelayInterval == 0 {
 		return
 	}
 	d.mu.Lock()
+	w := d.byClient[pk.Origin]
+	if w == nil || w.topic != topic {
+		d.mu.Unlock()
+		return
+	}
+	ended := d.dropLocked(w)
 	d.taken.client, d.taken.due = pk.Origin, pk.Expiry
 	d.mu.Unlock()
+	d.unsubscribe(ended)
 	d.sent(nil, pk)
 }
 
@@ -150,36 +187,48 @@ func (d *delayedWills) took(client string, due int64) bool {
 // when the client's session was established.
 func (d *delayedWills) cameBack(client string) {
 	d.mu.Lock()
-	w := d.byClient[client]
-	d.mu.Unlock()
-	if w != nil {
-		d.forget(w)
+	var ended *willTopic
+	if w := d.byClient[client]; w != nil {
+		ended = d.dropLocked(w)
 	}
+	d.mu.Unlock()
+	d.unsubscribe(ended)
 }
 
-// forget stops watching for w, and reports whether it was watched for.
-func (d *delayedWills) forget(w *delayedWill) bool {
+// forget stops watching for w, if it is still watched for.
+func (d *delayedWills) forget(w *delayedWill) {
 	d.mu.Lock()
-	watched := d.byClient[w.client] == w
-	if watched {
-		delete(d.byClient, w.client)
+	var ended *willTopic
+	if d.byClient[w.client] == w {
+		ended = d.dropLocked(w)
 	}
 	d.mu.Unlock()
-	if watched {
-		d.unwatch(w)
-	}
-	return watched
+	d.unsubscribe(ended)
 }
 
-// unwatch ends w's subscription and timer. (The timer may be running
-// forget, which then finds w gone.)
-func (d *delayedWills) unwatch(w *delayedWill) {
-	d.mu.Lock()
-	if w.timer != nil {
-		w.timer.Stop()
+// dropLocked stops watching for w, one of byClient, and returns its topic's
+// subscription when w was the last will watched for on it (to unsubscribe,
+// outside d.mu). Under d.mu.
+func (d *delayedWills) dropLocked(w *delayedWill) *willTopic {
+	delete(d.byClient, w.client)
+	w.timer.Stop() // it may be running forget, which then finds w gone
+	t := w.on
+	if d.byTopic[w.topic] != t {
+		return nil // not subscribed to: Subscribe failed
 	}
-	d.mu.Unlock()
-	_ = d.server.Unsubscribe(w.topic, w.id)
+	if t.wills--; t.wills > 0 {
+		return nil
+	}
+	delete(d.byTopic, w.topic)
+	return t
+}
+
+// unsubscribe ends t's subscription (nil: none to end). One still being
+// made is ended by its maker (watch).
+func (d *delayedWills) unsubscribe(t *willTopic) {
+	if t != nil {
+		_ = d.server.Unsubscribe(t.topic, t.id)
+	}
 }
 
 // watching lists the clients whose wills are watched for, in order.
@@ -195,10 +244,13 @@ func (d *delayedWills) watching() []string {
 func (d *delayedWills) stop() {
 	d.mu.Lock()
 	d.stopped = true
-	ws := d.byClient
-	d.byClient = map[string]*delayedWill{}
+	for _, w := range d.byClient {
+		w.timer.Stop()
+	}
+	topics := d.byTopic
+	d.byClient, d.byTopic = map[string]*delayedWill{}, map[string]*willTopic{}
 	d.mu.Unlock()
-	for _, w := range ws {
-		d.unwatch(w)
+	for _, t := range topics {
+		d.unsubscribe(t)
 	}
 }

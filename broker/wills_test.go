@@ -9,6 +9,7 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 
@@ -92,18 +93,19 @@ func TestDelayedWillsWhoseSessionEndsFirst(t *testing.T) {
 	live.SubscribeTo(1, packets.Subscription{Filter: "wills/#", Qos: 1, RetainAsPublished: true})
 
 	type will struct {
-		id             string
+		id, topic      string
 		retain         bool
 		delay, session uint32 // session 0: no Session Expiry property
 	}
 	wills := []will{
 		// The first of the wills of delay 1 that mochi sends has its client
 		// come back while mochi delivers it.
-		{"no-session", true, 1, 0},
-		{"no-session-plain", false, 1, 0},
-		{"same-second", true, 1, 1}, // mochi lowers the delay to the session's expiry
-		{"came-back", true, 3, 0},   // comes back before the will is due
-		{"cut", true, 4, 60},        // max_session_expiry ends the session at 2 s; the last will sent
+		{"no-session", "wills/no-session", true, 1, 0},
+		{"plain-1", "wills/plain", false, 1, 0}, // two clients' wills on one topic
+		{"plain-2", "wills/plain", false, 1, 0},
+		{"same-second", "wills/same-second", true, 1, 1}, // mochi lowers the delay to the session's expiry
+		{"came-back", "wills/came-back", true, 3, 0},     // comes back before the will is due
+		{"cut", "wills/cut", true, 4, 60},                // max_session_expiry ends the session at 2 s; the last will sent
 	}
 	connect := func(id string, w *packets.Packet, props packets.Properties) {
 		t.Helper()
@@ -120,14 +122,19 @@ func TestDelayedWillsWhoseSessionEndsFirst(t *testing.T) {
 		if w.session > 0 {
 			props.SessionExpiryInterval, props.SessionExpiryIntervalFlag = w.session, true
 		}
-		connect(w.id, &packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1, Retain: w.retain}, TopicName: "wills/" + w.id,
+		connect(w.id, &packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1, Retain: w.retain}, TopicName: w.topic,
 			Payload: []byte("offline"), Properties: packets.Properties{WillDelayInterval: w.delay}}, props)
 	}
 	testkit.Eventually(t, func() bool { _, ok := b.server.Clients.Get("came-back"); return !ok }, "came-back's session ended")
 	connect("came-back", nil, packets.Properties{})
 	select {
 	case topic := <-taken:
-		connect(topic[len("wills/"):], nil, packets.Properties{})
+		for _, w := range wills {
+			if w.topic == topic {
+				connect(w.id, nil, packets.Properties{}) // one of plain's: either
+				break
+			}
+		}
 		release()
 	case <-time.After(testkit.WaitTimeout):
 		t.Fatal("no will was recorded")
@@ -140,7 +147,7 @@ func TestDelayedWillsWhoseSessionEndsFirst(t *testing.T) {
 		got = append(got, pk.TopicName)
 	}
 	slices.Sort(got)
-	if fmt.Sprint(got) != "[wills/cut wills/no-session wills/no-session-plain wills/same-second]" {
+	if fmt.Sprint(got) != "[wills/cut wills/no-session wills/plain wills/plain wills/same-second]" {
 		t.Fatalf("the live subscriber got the wills %v up to the last one", got)
 	}
 	if w := b.retain.wills.watching(); len(w) != 0 {
@@ -149,13 +156,9 @@ func TestDelayedWillsWhoseSessionEndsFirst(t *testing.T) {
 	if kept := lateSubscriber(t, b, "wills"); fmt.Sprint(topicsOf(kept)) != "[wills/cut=offline wills/no-session=offline wills/same-second=offline]" {
 		t.Fatalf("a late subscriber got %v", topicsOf(kept))
 	}
-	for _, w := range wills {
-		want := 1
-		if w.id == "came-back" {
-			want = 0
-		}
-		if n := rec.count("wills/" + w.id); n != want {
-			t.Errorf("%s: the recorder was handed the will %d times, want %d", w.id, n, want)
+	for topic, want := range map[string]int{"wills/no-session": 1, "wills/plain": 2, "wills/same-second": 1, "wills/came-back": 0, "wills/cut": 1} {
+		if n := rec.count(topic); n != want {
+			t.Errorf("the recorder was handed %d wills on %s, want %d", n, topic, want)
 		}
 	}
 }
@@ -176,6 +179,44 @@ func (h *blockInlineSubscribe) OnSubscribe(cl *mqtt.Client, pk packets.Packet) p
 		h.once.Do(func() { close(h.entered); <-h.release })
 	}
 	return pk
+}
+
+// TestWillsOnOneTopicShareASubscription: a fleet whose nodes share one
+// will topic costs one inline subscription, not one per node (mochi would
+// hand each will to every one of them), which ends with the last will.
+func TestWillsOnOneTopicShareASubscription(t *testing.T) {
+	cfg := testConfig()
+	cfg.Users = []credentials.User{{Username: "pub", PasswordHash: hash(t, "pw"), Publish: []string{"fleet/#"}}}
+	b, _ := start(t, cfg)
+	dial := func(id string, will *packets.Packet) *testkit.Raw {
+		c := testkit.DialRaw(t, b.Addr("mqtt"))
+		if ack := c.Connect(5, testkit.ConnectOptions{ClientID: id, Username: "pub", Password: "pw", Clean: true, Will: will}); ack.ReasonCode != 0 {
+			t.Fatalf("%s: CONNECT answered 0x%02X", id, ack.ReasonCode)
+		}
+		return c
+	}
+	nodes := []string{"node-1", "node-2", "node-3"}
+	for _, id := range nodes {
+		c := dial(id, &packets.Packet{FixedHeader: packets.FixedHeader{Qos: 1}, TopicName: "fleet/offline", Payload: []byte(id),
+			Properties: packets.Properties{WillDelayInterval: 600}})
+		_ = c.Conn.Close()
+	}
+	subscriptions := func() int { return len(b.server.Topics.Subscribers("fleet/offline").InlineSubscriptions) }
+	testkit.Eventually(t, func() bool { return len(b.retain.wills.watching()) == len(nodes) }, "every will watched for")
+	if n := subscriptions(); n != 1 {
+		t.Fatalf("%d wills on one topic hold %d inline subscriptions, want 1", len(nodes), n)
+	}
+	for i, id := range nodes {
+		dial(id, nil) // it comes back: mochi drops its will
+		testkit.Eventually(t, func() bool { return !slices.Contains(b.retain.wills.watching(), id) }, "%s's will forgotten", id)
+		want := 1
+		if i == len(nodes)-1 {
+			want = 0
+		}
+		if n := subscriptions(); n != want {
+			t.Fatalf("with %d wills left on the topic, %d inline subscriptions, want %d", len(nodes)-1-i, n, want)
+		}
+	}
 }
 
 // TestAWillForgottenWhileSubscribingLeavesNoSubscription: a client whose
@@ -208,7 +249,8 @@ func TestAWillForgottenWhileSubscribingLeavesNoSubscription(t *testing.T) {
 // TestSessionStoreKeepsNoInlineSubscriptions: with persistence.sessions,
 // the watch for a delayed will (an inline subscription) is not written to
 // the session store: a restart would bring it back as a plain subscription
-// of the client "inline", and each would cost a synced write.
+// of the client "inline", and each would cost a synced write. Those that
+// earlier versions stored (the dashboard's) are dropped when loaded.
 func TestSessionStoreKeepsNoInlineSubscriptions(t *testing.T) {
 	cfg := testConfig()
 	cfg.Persistence.Path = t.TempDir()
@@ -223,13 +265,28 @@ func TestSessionStoreKeepsNoInlineSubscriptions(t *testing.T) {
 	}
 	_ = c.Conn.Close()
 	testkit.Eventually(t, func() bool { return slices.Contains(b.retain.wills.watching(), "p") }, "the will watched for")
-	subs, err := b.store.Hook.StoredSubscriptions() // pebble's own, unfiltered
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range subs {
-		if s.Client == mqtt.InlineClientId {
-			t.Errorf("the session store holds the inline client's subscription to %s", s.Filter)
+	inlineSubscriptions := func(subs []storage.Subscription, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
 		}
+		var filters []string
+		for _, s := range subs {
+			if s.Client == mqtt.InlineClientId {
+				filters = append(filters, s.Filter)
+			}
+		}
+		return filters
+	}
+	if f := inlineSubscriptions(b.store.Hook.StoredSubscriptions()); len(f) != 0 { // pebble's own, unfiltered
+		t.Fatalf("the session store holds the inline client's subscriptions to %v", f)
+	}
+	// What an earlier version stored is neither loaded nor kept.
+	b.store.Hook.OnSubscribed(b.inline, packets.Packet{Filters: packets.Subscriptions{{Filter: "dashboard/#"}}}, []byte{0})
+	if f := inlineSubscriptions(b.store.StoredSubscriptions()); len(f) != 0 {
+		t.Fatalf("the inline client's stored subscriptions to %v are loaded", f)
+	}
+	if f := inlineSubscriptions(b.store.Hook.StoredSubscriptions()); len(f) != 0 {
+		t.Fatalf("the inline client's stored subscriptions to %v are kept", f)
 	}
 }
