@@ -254,10 +254,11 @@ type Recorder interface {
 	// by cl (mochi's inline client for the bridge's own messages), and for
 	// each will mochi sends (a delayed one as mochi begins to deliver it,
 	// with cl nil: its client may be gone), with its topic, payload and
-	// MQTT v5 user properties (which carry the bridge's headers). It is called on the
-	// goroutine that delivered the message: cl's own, or the router's
-	// pipeline's, which may release cl's messages after cl has gone. It
-	// must not block, and must not keep payload or user past the call.
+	// MQTT v5 user properties (which carry the bridge's headers). It is
+	// called on the goroutine that delivered the message: cl's own, or the
+	// router's pipeline's, which may release cl's messages after cl has
+	// gone. It must not block, and must not keep payload or user past the
+	// call.
 	Published(cl *mqtt.Client, topic string, payload []byte, user []packets.UserProperty)
 	// Disconnected is called once cl has gone.
 	Disconnected(cl *mqtt.Client)

@@ -79,9 +79,7 @@ type willTopic struct {
 	topic string
 	id    int
 	wills int           // watched for on it
-	ready chan struct{} // closed once subscribed, or not (subscribed false)
-	// subscribed is whether the subscription was made, once ready.
-	subscribed bool
+	ready chan struct{} // closed once Subscribe has returned
 }
 
 // willGrace is how long after a will was due it is forgotten if mochi has
@@ -133,7 +131,6 @@ func (d *delayedWills) watch(client, topic string, delay time.Duration) {
 	}
 	err := d.server.Subscribe(topic, t.id, func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) { d.onPublish(topic, pk) })
 	d.mu.Lock()
-	t.subscribed = err == nil
 	close(t.ready)
 	current := d.byTopic[topic] == t
 	if err != nil && current {

@@ -104,8 +104,11 @@ func TestDelayedWillsWhoseSessionEndsFirst(t *testing.T) {
 		{"plain-1", "wills/plain", false, 1, 0}, // two clients' wills on one topic
 		{"plain-2", "wills/plain", false, 1, 0},
 		{"same-second", "wills/same-second", true, 1, 1}, // mochi lowers the delay to the session's expiry
-		{"came-back", "wills/came-back", true, 3, 0},     // comes back before the will is due
-		{"cut", "wills/cut", true, 4, 60},                // max_session_expiry ends the session at 2 s; the last will sent
+		// came-back comes back before its will is due; its delay leaves a
+		// busy machine 5 s to reconnect it. cut's will, sent after it would
+		// have been, ends the reading.
+		{"came-back", "wills/came-back", true, 5, 0},
+		{"cut", "wills/cut", true, 6, 60}, // max_session_expiry ends the session at 2 s
 	}
 	connect := func(id string, w *packets.Packet, props packets.Properties) {
 		t.Helper()

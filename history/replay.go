@@ -265,8 +265,8 @@ func (h *History) Follow(ctx context.Context, q Query, fn func(Record) error, re
 	// handOverAll looked finishes the message it was recording before
 	// handOverAll takes its lock, and one that begins a pack later asks
 	// the filters again as it does (restage). A message recorded between
-	// the two is both live and in the store, and its id leaves it to the
-	// live part.
+	// the two is both live and in the store, and its id and topic leave
+	// it to the live part.
 	h.handOverAll()
 	h.mu.Lock()
 	n := h.accepted
