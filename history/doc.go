@@ -14,9 +14,9 @@
 // that makes it smaller: the bus's JSON shrinks to a fifth or less, and
 // what is not stored nats-server need not copy, hash and write. Each MQTT
 // client of the broker records through a Stage of its own, which builds
-// its packs under a lock no other publisher takes and hands them to the
-// writer whole (stage.go). Other readers of a sink's stream read packs:
-// the API is the way in.
+// its packs under a lock no other publisher takes, compressing them 32 KiB
+// at a time as it goes, and hands them to the writer whole (stage.go).
+// Other readers of a sink's stream read packs: the API is the way in.
 //
 // It must not cost the live path: Record is called in the broker's publish
 // path and never blocks and never fails; a message the store cannot take

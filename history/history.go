@@ -102,6 +102,9 @@ type History struct {
 	listed      []*Stage
 	spareListed []*Stage
 	staged      int
+	// frameBuffers are the buffers of the frames of stages whose pack
+	// was handed over, for stages that begin one.
+	frameBuffers [][]byte
 
 	// clock is the time that stamps messages without one (an MQTT
 	// publisher's), while the ticker (tick) runs: 0 when it does not.

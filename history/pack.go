@@ -33,9 +33,22 @@ import (
 // CPU than it saves (issue 27). Its headers number its messages
 // (packFirst, packCount) across the whole stream, so that the stream's
 // state counts messages, not packs.
+//
+// Version 3 is a stage's pack (stage.go), built in frames: a stage
+// gathers frameBytes of records, then compresses them into its pack while
+// they are still in its core's cache. The writer compressing whole packs
+// of 1 MiB read them back from memory, beside the broker, and cost mochi
+// more than S2's own time (issue 27). Each frame is a header of 4 bytes
+// (little endian: the body's length << 1, | 1 when the body is one S2
+// block) and its body: the prefix of the ids made for its messages
+// (idGen, length-prefixed) and the number of the first (a uvarint), then
+// its records, in which a made id is left out (empty): the ith such id is
+// the prefix and first+i. A frame of records that would not shrink by an
+// eighth is stored as it is.
 const (
-	packVersion   = 1
-	packVersionS2 = 2
+	packVersion       = 1
+	packVersionS2     = 2
+	packVersionFrames = 3
 	// headerPackFirst is the number, counted over the stream, of the pack's
 	// first message; headerPackCount how many messages the pack holds.
 	headerPackFirst = "Firehose-Pack-First"
@@ -107,6 +120,11 @@ func appendPacked(b []byte, e *entry, gen idGen) []byte {
 	} else {
 		b = appendField(b, e.id)
 	}
+	return appendRecord(b, e)
+}
+
+// appendRecord appends the fields of e's record that follow its id.
+func appendRecord(b []byte, e *entry) []byte {
 	b = appendField(b, e.topic)
 	b = appendField(b, e.source)
 	b = appendField(b, e.received)
@@ -313,6 +331,55 @@ func compressPack(buf *[]byte, pack []byte) []byte {
 	return *buf
 }
 
+// frameBytes is how many bytes of records a stage gathers into a frame
+// (its body) before it compresses them into its pack: a frame's records
+// stay in the cache of the core that wrote them. S2 compresses the bus's
+// JSON about as fast in frames of 32 KiB as in packs of 1 MiB, at about
+// nine tenths of the ratio.
+const frameBytes = 32 << 10
+
+const (
+	// frameHeader is the length of a frame's header.
+	frameHeader = 4
+	// frameOverhead bounds what a frame adds to its records: its header
+	// and its body's prologue.
+	frameOverhead = frameHeader + 1 + maxGenIDLen + binary.MaxVarintLen64
+)
+
+// beginFrame begins a frame's body in b (empty): its prologue, for the ids
+// made from gen on.
+func beginFrame(b []byte, gen idGen) []byte {
+	return binary.AppendUvarint(appendField(b, gen.prefix), gen.n)
+}
+
+// appendFramed appends e's record to a frame's body: an entry without an
+// id has one made (beginFrame).
+func appendFramed(b []byte, e *entry) []byte {
+	return appendRecord(appendField(b, e.id), e)
+}
+
+// appendFrame appends body to pack (a version 3 pack's data) as a frame,
+// compressed when compress is true and that makes it smaller by an eighth
+// at least; it reports whether it did. A buffer that must grow doubles,
+// up to a pack's most.
+func appendFrame(pack, body []byte, compress bool) ([]byte, bool) {
+	at, need := len(pack), frameHeader+s2.MaxEncodedLen(len(body))
+	if at+need > cap(pack) {
+		grown := make([]byte, at, max(at+need, min(2*cap(pack), maxPackBytes)))
+		copy(grown, pack)
+		pack = grown
+	}
+	if compress {
+		z := s2.Encode(pack[at+frameHeader:cap(pack)], body)
+		if len(z) <= len(body)-len(body)/8 {
+			pack = binary.LittleEndian.AppendUint32(pack, uint32(len(z))<<1|1)
+			return pack[:at+frameHeader+len(z)], true
+		}
+	}
+	pack = binary.LittleEndian.AppendUint32(pack, uint32(len(body))<<1)
+	return append(pack, body...), false
+}
+
 var errBadPack = errors.New("history: a pack that this version cannot read")
 
 // unpack hands fn each message of the pack data, in order, as a Record
@@ -335,15 +402,64 @@ func unpack(data []byte, fn func(Record) bool) error {
 		if err != nil {
 			return errBadPack
 		}
-		return unpackRecords(records, fn)
+		_, err = unpackRecords(records, nil, fn)
+		return err
+	case packVersionFrames:
+		return unpackFrames(data[1:], fn)
 	default:
 		return errBadPack
 	}
-	return unpackRecords(data[1:], fn)
+	_, err := unpackRecords(data[1:], nil, fn)
+	return err
 }
 
-// unpackRecords is unpack for a pack's records, uncompressed.
-func unpackRecords(p []byte, fn func(Record) bool) error {
+// unpackFrames is unpack for a version 3 pack's frames. Their bodies
+// decompress to maxPackBytes at most in all, as a stage's pack holds no
+// more (Stage.takes).
+func unpackFrames(p []byte, fn func(Record) bool) error {
+	total := 0
+	for len(p) > 0 {
+		if len(p) < frameHeader {
+			return errBadPack
+		}
+		header := binary.LittleEndian.Uint32(p)
+		n := int(header >> 1)
+		if n > len(p)-frameHeader {
+			return errBadPack
+		}
+		body := p[frameHeader : frameHeader+n]
+		p = p[frameHeader+n:]
+		if header&1 == 0 {
+			total += n
+		} else {
+			m, err := s2.DecodedLen(body)
+			if total += m; err != nil || total > maxPackBytes {
+				return errBadPack
+			}
+			if body, err = s2.Decode(make([]byte, m), body); err != nil {
+				return errBadPack
+			}
+		}
+		prefix, k := binary.Uvarint(body)
+		if k <= 0 || prefix > maxGenIDLen || prefix > uint64(len(body)-k) {
+			return errBadPack
+		}
+		gen := idGen{prefix: string(body[k : k+int(prefix)])}
+		body = body[k+int(prefix):]
+		if gen.n, k = binary.Uvarint(body); k <= 0 {
+			return errBadPack
+		}
+		if more, err := unpackRecords(body[k:], &gen, fn); !more || err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unpackRecords is unpack for records, uncompressed; false when fn
+// returned false. An empty id is made by made, when it is not nil (a
+// frame's: beginFrame).
+func unpackRecords(p []byte, made *idGen, fn func(Record) bool) (bool, error) {
 	field := func() ([]byte, bool) {
 		n, k := binary.Uvarint(p)
 		if k <= 0 || n > uint64(len(p)-k) {
@@ -359,16 +475,16 @@ func unpackRecords(p []byte, fn func(Record) bool) error {
 		source, ok3 := field()
 		received, ok4 := field()
 		if !ok1 || !ok2 || !ok3 || !ok4 {
-			return errBadPack
+			return false, errBadPack
 		}
 		at, k := binary.Varint(p)
 		if k <= 0 {
-			return errBadPack
+			return false, errBadPack
 		}
 		p = p[k:]
 		payload, ok := field()
 		if !ok {
-			return errBadPack
+			return false, errBadPack
 		}
 		r := Record{ID: string(id), Topic: string(topic), Source: string(source), Payload: payload}
 		if len(received) > 0 {
@@ -378,11 +494,15 @@ func unpackRecords(p []byte, fn func(Record) bool) error {
 		} else {
 			r.Time = time.Unix(0, at)
 		}
+		if len(id) == 0 && made != nil {
+			r.ID = made.String()
+			made.n++
+		}
 		if !fn(r) {
-			return nil
+			return false, nil
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // packBounds reads a pack's headers: the number of its first message and

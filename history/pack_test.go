@@ -2,8 +2,10 @@ package history
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +72,81 @@ func TestPackMakesTheIdsOfMessagesWithout(t *testing.T) {
 	}
 }
 
+// framedPack is a version 3 pack of frames of entries, as a stage builds
+// one, its frames compressed when compress says so and they shrink, and
+// the offsets where each frame ends.
+func framedPack(t *testing.T, gen idGen, compress bool, frames ...[]entry) ([]byte, []int) {
+	t.Helper()
+	pack, ends := []byte{packVersionFrames}, []int(nil)
+	for _, entries := range frames {
+		body := beginFrame(nil, gen)
+		for i := range entries {
+			if entries[i].id == "" {
+				gen.n++
+			}
+			body = appendFramed(body, &entries[i])
+		}
+		pack, _ = appendFrame(pack, body, compress)
+		ends = append(ends, len(pack))
+	}
+	return pack, ends
+}
+
+// TestFramedPacks: a stage's pack (version 3) reads back each message as
+// it went in, across frames compressed and stored as they are, with the
+// ids made for those that came without one (the ones live followers get),
+// and fn's false ends it within a frame or at one's start.
+func TestFramedPacks(t *testing.T) {
+	at := time.Date(2026, 11, 28, 5, 0, 0, 1, time.UTC)
+	random := make([]byte, 3000)
+	_, _ = rand.NewChaCha8([32]byte{3}).Read(random)
+	var json []entry
+	for i := range 40 {
+		json = append(json, entry{topic: "chef/org/web-1/run/success", at: at, payload: fmt.Appendf(nil, `{"node":"web-%d","status":"success"}`, i)})
+	}
+	json[3].id, json[3].source, json[3].received, json[3].at = "given", "chef", "2026-11-28T04:59:59.5Z", time.Time{}
+	frames := [][]entry{json, {{topic: "x/%2B", at: at, payload: random}, {id: "r", topic: "x/y", at: at}}, json[:1]}
+	gen := idGen{prefix: idPrefix("0123456789ab"), n: 41}
+	pack, ends := framedPack(t, gen, true, frames...)
+	_, rawEnds := framedPack(t, gen, false, frames...)
+	if binary.LittleEndian.Uint32(pack[1:])&1 != 1 || ends[0] > rawEnds[0]/2 {
+		t.Errorf("a frame of JSON was stored in %d bytes (%d as it is)", ends[0], rawEnds[0])
+	}
+	if binary.LittleEndian.Uint32(pack[ends[0]:])&1 != 0 || ends[1]-ends[0] != rawEnds[1]-rawEnds[0] {
+		t.Error("a frame of random bytes was stored compressed")
+	}
+	var want []string
+	n := gen.n
+	for _, entries := range frames {
+		for _, e := range entries {
+			if e.id == "" {
+				e.id = idGen{prefix: gen.prefix, n: n}.String()
+				n++
+			}
+			want = append(want, fmt.Sprintf("%s %s %s %v %q", e.id, e.topic, e.source, e.time(), e.payload))
+		}
+	}
+	for _, compress := range []bool{true, false} {
+		pack, _ := framedPack(t, gen, compress, frames...)
+		var got []string
+		if err := unpack(pack, func(r Record) bool {
+			got = append(got, fmt.Sprintf("%s %s %s %v %q", r.ID, r.Topic, r.Source, r.Time, r.Payload))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("compress %v: read back\n%s\nwant\n%s", compress, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	for _, stop := range []int{2, len(json), len(json) + 1} {
+		n := 0
+		if err := unpack(pack, func(Record) bool { n++; return n < stop }); err != nil || n != stop {
+			t.Errorf("read %d after the %dth said stop (%v)", n, stop, err)
+		}
+	}
+}
+
 // TestUnpackRefusesWhatItCannotRead: a truncated or foreign pack is an
 // error, never a panic or a length taken on trust.
 func TestUnpackRefusesWhatItCannotRead(t *testing.T) {
@@ -86,6 +163,30 @@ func TestUnpackRefusesWhatItCannotRead(t *testing.T) {
 	}
 	if err := unpack([]byte(`{"json":"from before packs"}`), func(Record) bool { return true }); err == nil {
 		t.Error("a message that is not a pack was read")
+	}
+
+	// A stage's pack cut anywhere but at a frame's end.
+	framed, ends := framedPack(t, idGen{prefix: "h-b-", n: 1}, true, []entry{e, e}, []entry{e})
+	for i := 2; i < len(framed); i++ {
+		if err := unpack(framed[:i], func(Record) bool { return true }); (err == nil) != slices.Contains(ends, i) {
+			t.Errorf("%d of %d bytes of a framed pack (frames end at %v): %v", i, len(framed), ends, err)
+		}
+	}
+	// A made id's prefix longer than the ids the history makes.
+	long, _ := framedPack(t, idGen{prefix: strings.Repeat("p", maxGenIDLen+1), n: 1}, false, []entry{{topic: "a"}})
+	if err := unpack(long, func(Record) bool { return true }); err == nil {
+		t.Error("a frame whose ids' prefix is longer than maxGenIDLen was read")
+	}
+	// Frames that each decompress to less than a pack holds, but more
+	// together, are refused: what unpack decompresses is a pack's room.
+	zeros := []entry{{id: "z", topic: "a", payload: make([]byte, maxPackBytes*2/3)}}
+	one, _ := framedPack(t, idGen{}, true, zeros)
+	if err := unpack(one, func(Record) bool { return true }); err != nil || len(one) > maxPackBytes/100 {
+		t.Fatalf("a frame of zeros, compressed to %d bytes: %v", len(one), err)
+	}
+	two, _ := framedPack(t, idGen{}, true, zeros, zeros)
+	if err := unpack(two, func(Record) bool { return true }); err == nil {
+		t.Error("frames decompressing to more than a pack holds in all were read")
 	}
 }
 
@@ -273,14 +374,25 @@ func FuzzUnpack(f *testing.F) {
 	var buf []byte
 	f.Add(bytes.Clone(compressPack(&buf, pack)))
 	f.Add([]byte{packVersionS2, 0xff, 0xff, 0x3f})
+	body := beginFrame(nil, idGen{prefix: "h-b-", n: 9})
+	for i := range 20 {
+		body = appendFramed(body, &entry{id: []string{"", "i"}[i%2], topic: "chef/org/n/status", payload: []byte(`{"status":"ok"}`)})
+	}
+	framed, _ := appendFrame([]byte{packVersionFrames}, body, true)
+	f.Add(framed)
+	raw, _ := appendFrame([]byte{packVersionFrames}, body, false)
+	f.Add(raw)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		total := 0
+		total, n := 0, 0
 		_ = unpack(data, func(r Record) bool {
 			total += len(r.ID) + len(r.Topic) + len(r.Source) + len(r.Payload)
+			n++
 			return true
 		})
-		if total > max(len(data), maxPackBytes) {
-			t.Fatalf("%d bytes of records from a pack of %d", total, len(data))
+		// A frame makes the ids it leaves out, from a prefix of
+		// maxGenIDLen at most and a number.
+		if total > max(len(data), maxPackBytes)+n*(maxGenIDLen+20) {
+			t.Fatalf("%d bytes of %d records from a pack of %d", total, n, len(data))
 		}
 	})
 }

@@ -15,6 +15,14 @@ import (
 // cache lines crossed from core to core with each message (issue 27); a
 // stage takes it once a pack.
 //
+// A stage compresses its pack as it builds it, a frame of frameBytes at a
+// time (pack.go, version 3), on the publisher's goroutine, while the
+// frame's records are in its core's cache; the writer sends the pack as it
+// is. When the writer compressed each pack of 1 MiB whole, reading it back
+// from memory beside the broker, the broker's CPU per message with the
+// history measured 0.73 µs more than without it; with frames, 0.5 µs more
+// (medians of 34 runs of bench/history each, interleaved).
+//
 // What changes is the order across publishers: the history holds each
 // publisher's messages in the order it published them, and the packs of
 // different publishers in the order they were handed over. A message that
@@ -33,6 +41,13 @@ type Stage struct {
 	// for it (History.staged).
 	pack     queuedPack
 	reserved int
+	// The pack is built in frames (pack.go, version 3): body is the next
+	// frame's, unframed is what the pack's data would be were each of its
+	// frames stored as it is (Stage.takes), and raw counts the frames to
+	// store as they are before trying again, after one did not shrink.
+	body     []byte
+	unframed int
+	raw      int
 	// nextID and endID bound the ids reserved for messages without one.
 	nextID, endID uint64
 	closed        bool
@@ -72,6 +87,7 @@ func (h *History) NewStage() *Stage { return &Stage{h: h} }
 func (s *Stage) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.frame()
 	h := s.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -93,6 +109,7 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || h.followed(topic) {
+		s.frame()
 		h.mu.Lock()
 		h.handOver(s) // first: the publisher's order
 		h.recordLocked(&e, true)
@@ -100,7 +117,8 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 		return
 	}
 	token, size, limit := sourceToken(topic), packedSize(&e), min(h.stagePackBytes(), int(h.packLimit.Load()))
-	if !s.pack.takes(token, size, h.stageMsgs(), limit) {
+	if !s.takes(token, size, h.stageMsgs(), limit) {
+		s.frame()
 		h.mu.Lock()
 		if !h.restage(s, topic, token, size) {
 			h.recordLocked(&e, true)
@@ -109,17 +127,66 @@ func (s *Stage) RecordFields(topic string, payload []byte, id, source, receivedA
 		}
 		h.mu.Unlock()
 	}
-	gen := idGen{prefix: h.idPrefix}
-	if id == "" {
-		s.nextID++
-		gen.n = s.nextID
+	if len(s.body) == 0 {
+		s.body = beginFrame(s.body, idGen{prefix: h.idPrefix, n: s.nextID + 1})
 	}
-	s.pack.append(&e, gen, limit)
+	if id == "" {
+		s.nextID++ // made from the frame's prologue
+	}
+	s.body = appendFramed(s.body, &e)
+	s.pack.msgs++
+	s.pack.payload += len(payload)
+	if len(s.body) >= frameBytes {
+		s.frame()
+	}
+}
+
+// takes reports whether s's pack can take one more message of size bytes
+// (as packed) on first level token: a pack holds one first level
+// (packSubject), at most maxMsgs messages, and records that take limit
+// bytes at most with their frames stored as they are: what is sent is
+// no more, and unpack decompresses no more.
+func (s *Stage) takes(token string, size, maxMsgs, limit int) bool {
+	body := frameHeader + len(s.body) // a frame's header and what it holds
+	if len(s.body) == 0 {
+		body = frameOverhead
+	}
+	return s.pack.msgs > 0 && s.pack.token == token && s.pack.msgs < maxMsgs && s.unframed+body+size <= limit
+}
+
+// frame compresses the records s gathered into its pack, as a frame (or
+// stores them as they are, when they do not shrink). Under s.mu: not
+// under h.mu, which every other publisher may want meanwhile.
+func (s *Stage) frame() {
+	if len(s.body) == 0 {
+		return
+	}
+	compress := s.raw == 0
+	if !compress {
+		s.raw--
+	}
+	var compressed bool
+	s.unframed += frameHeader + len(s.body)
+	s.pack.data, compressed = appendFrame(s.pack.data, s.body, compress)
+	if compress && !compressed {
+		// Random or encrypted payloads: S2 costs about 0.8 ns a byte
+		// to find that they do not shrink (compressPack). Try again
+		// after a few frames, as what a publisher sends may change.
+		s.raw = 16
+	}
+	s.body = s.body[:0]
 }
 
 // handOver moves what s holds to the queue (or counts it as lost when the
 // queue has no room), under s.mu and h.mu.
 func (h *History) handOver(s *Stage) {
+	s.frame()
+	if s.body != nil {
+		if cap(s.body) <= maxFrameBuffer && len(h.frameBuffers) < h.mostStaging() {
+			h.frameBuffers = append(h.frameBuffers, s.body)
+		}
+		s.body = nil
+	}
 	delete(h.holding, s)
 	h.staged -= s.reserved
 	s.reserved = 0
@@ -159,7 +226,7 @@ func (h *History) restage(s *Stage, topic, token string, size int) bool {
 	if len(h.followers) > 0 && h.followed(topic) {
 		return false
 	}
-	if 1+size > min(reserve, int(h.packLimit.Load())) ||
+	if 1+frameOverhead+size > min(reserve, int(h.packLimit.Load())) ||
 		h.staged+reserve > int(h.cfg.QueueBytes)/2 || h.queue.bytes+h.staged+reserve > int(h.cfg.QueueBytes) {
 		return false
 	}
@@ -167,6 +234,13 @@ func (h *History) restage(s *Stage, topic, token string, size int) bool {
 	s.reserved = reserve
 	h.holding[s] = struct{}{}
 	s.pack = newPack(&h.free, token, size, h.queue.held, minStageBuffer)
+	s.pack.data[0] = packVersionFrames
+	s.unframed = len(s.pack.data)
+	if n := len(h.frameBuffers); n > 0 {
+		s.body, h.frameBuffers = h.frameBuffers[n-1], h.frameBuffers[:n-1]
+	} else {
+		s.body = make([]byte, 0, frameBuffer)
+	}
 	s.began = time.Now()
 	if s.endID-s.nextID < maxBatch {
 		s.nextID = h.nextID
@@ -232,6 +306,7 @@ func (s *Stage) handOverBegunBy(now time.Time, all bool) bool {
 	if !all && s.young(now) {
 		return false
 	}
+	s.frame()
 	s.h.mu.Lock()
 	s.h.handOver(s)
 	s.h.mu.Unlock()
@@ -263,8 +338,23 @@ func (h *History) handOverAll() {
 // handOver moves what s holds to the queue.
 func (s *Stage) handOver() {
 	s.mu.Lock()
+	s.frame()
 	s.h.mu.Lock()
 	s.h.handOver(s)
 	s.h.mu.Unlock()
 	s.mu.Unlock()
 }
+
+// frameBuffer is the room of a stage's frame buffer: a frame and the
+// message that ends it. One that a large message grew to more than
+// maxFrameBuffer is not kept.
+const (
+	frameBuffer    = frameBytes + frameBytes/8
+	maxFrameBuffer = 2 * frameBytes
+)
+
+// mostStaging is how many stages may hold a pack at once: as many as half
+// of history.queue_bytes has room for (restage), 128 by default. So many
+// frame buffers are kept, so that a fleet whose nodes each publish now and
+// then, each beginning a pack of its own, allocates none: 4.6 MB at most.
+func (h *History) mostStaging() int { return max(1, int(h.cfg.QueueBytes)/2/h.stagePackBytes()) }

@@ -1,8 +1,11 @@
 package history
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,5 +368,78 @@ func TestAStageBeginsNoPackForAFollowedTopic(t *testing.T) {
 	s.mu.Unlock()
 	if watched || !other {
 		t.Fatalf("restage began a pack for a followed topic: %v, for another: %v; want false, true", watched, other)
+	}
+}
+
+// A publisher's JSON is stored compressed, a frame at a time; random
+// payloads, which do not shrink, as they are; and once its payloads shrink
+// again, so are they stored: a stage tries again after a few frames. A
+// replay has each message as it was published.
+func TestStagesStoreWhatShrinksCompressed(t *testing.T) {
+	h, reg := open(t, DefaultConfig())
+	s := h.NewStage()
+	random := make([]byte, 128<<10)
+	_, _ = rand.NewChaCha8([32]byte{4}).Read(random)
+	var sent [][]byte
+	for at := 0; at < len(random); at += 1000 {
+		sent = append(sent, random[at:min(at+1000, len(random))])
+	}
+	jsonBytes := 0
+	for i := 0; jsonBytes < 2<<20; i++ {
+		p := fmt.Appendf(nil, `{"node":"web-%d.example.org","org":"chef","run_id":"%08x-%04x","status":"success",`+
+			`"start_time":"2026-11-28T05:%02d:%02d.%03dZ","updated_resources":%d,"total_resources":340,"environment":"production",`+
+			`"cookbooks":["base","nginx","ssh","users","ntp","monitoring","logrotate","sysctl"],"tags":[]}`,
+			i, i*2654435761, i%65536, i/60%60, i%60, i%1000, i%17)
+		sent = append(sent, p)
+		jsonBytes += len(p)
+	}
+	for _, p := range sent {
+		s.RecordFields("pub/x", p, "", "", "")
+	}
+	s.Close()
+	testkit.Eventually(t, func() bool { return metricValue(t, reg, "firehose_history_stored_total", "") == float64(len(sent)) },
+		"every message stored")
+	if stored, most := metricValue(t, reg, "firehose_history_bytes", ""), float64(len(random)+jsonBytes/2); stored > most {
+		t.Errorf("%.0f bytes stored for %d of random bytes and %d of JSON: more than %.0f", stored, len(random), jsonBytes, most)
+	}
+	i := 0
+	if _, err := h.Replay(t.Context(), Query{Filters: []string{"pub/#"}}, func(r Record) error {
+		if i >= len(sent) || !bytes.Equal(r.Payload, sent[i]) {
+			return fmt.Errorf("message %d: %.40q", i, r.Payload)
+		}
+		i++
+		return nil
+	}); err != nil || i != len(sent) {
+		t.Fatalf("replayed %d of %d: %v", i, len(sent), err)
+	}
+}
+
+// A fleet's nodes each publish now and then, each message beginning a
+// pack of its stage's: the stages' frame buffers are kept for the next
+// round, not allocated again for each message (36 KB each).
+func TestQuietPublishersReuseFrameBuffers(t *testing.T) {
+	h, _ := open(t, DefaultConfig())
+	const nodes, rounds = 100, 5
+	stages := make([]*Stage, nodes)
+	for i := range stages {
+		stages[i] = h.NewStage()
+		defer stages[i].Close()
+	}
+	round := func() {
+		want := h.written.Load() + nodes
+		for i, s := range stages {
+			s.RecordFields(fmt.Sprintf("fleet/node-%d/status", i), []byte(`{"status":"ok"}`), "", "", "")
+		}
+		testkit.Eventually(t, func() bool { return h.written.Load() >= want }, "a round written")
+	}
+	round()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range rounds {
+		round()
+	}
+	runtime.ReadMemStats(&after)
+	if perMsg := (after.TotalAlloc - before.TotalAlloc) / (nodes * rounds); perMsg > frameBuffer/4 {
+		t.Errorf("%d bytes allocated a message (the writer's and nats-server's included)", perMsg)
 	}
 }
