@@ -156,8 +156,12 @@ type idGen struct {
 // idPrefix is the prefix of the ids made for a boot id.
 func idPrefix(boot string) string { return "h-" + boot + "-" }
 
-// maxGenIDLen bounds what idGen.append adds for a boot id of 12 characters.
-const maxGenIDLen = 2 + 12 + 1 + 20
+// maxGenIDLen bounds what idGen.append adds for a boot id of 12
+// characters: its prefix (idPrefixLen) and a number.
+const (
+	idPrefixLen = 2 + 12 + 1
+	maxGenIDLen = idPrefixLen + 20
+)
 
 func (g idGen) append(b []byte) []byte {
 	return strconv.AppendUint(append(b, g.prefix...), g.n, 10)
@@ -203,9 +207,11 @@ func (q *packQueue) add(e *entry, gen idGen, limit int, free *packBuffers) {
 
 // takes reports whether p can take one more message of size bytes (as
 // packed) on first level token: a pack holds one first level (packSubject),
-// at most maxMsgs messages and limit bytes.
+// at most maxMsgs messages and limit bytes, and records of version 1 only.
+// A stage's pack (version 3) that was handed over to the queue is whole:
+// a record appended to it would be read as a frame, and the pack lost.
 func (p *queuedPack) takes(token string, size, maxMsgs, limit int) bool {
-	return p.msgs > 0 && p.token == token && p.msgs < maxMsgs && len(p.data)+size <= limit
+	return p.msgs > 0 && p.data[0] == packVersion && p.token == token && p.msgs < maxMsgs && len(p.data)+size <= limit
 }
 
 // append packs e on to p, a pack of at most limit bytes. A buffer that
@@ -441,7 +447,7 @@ func unpackFrames(p []byte, fn func(Record) bool) error {
 			}
 		}
 		prefix, k := binary.Uvarint(body)
-		if k <= 0 || prefix > maxGenIDLen || prefix > uint64(len(body)-k) {
+		if k <= 0 || prefix > idPrefixLen || prefix > uint64(len(body)-k) {
 			return errBadPack
 		}
 		gen := idGen{prefix: string(body[k : k+int(prefix)])}

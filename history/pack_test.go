@@ -147,6 +147,30 @@ func TestFramedPacks(t *testing.T) {
 	}
 }
 
+// TestAQueuedStagePackTakesNoRecord: a stage's pack (version 3) in the
+// queue is whole; a message queued after it on the same first level
+// begins a pack of its own, and both read back. (Appended to the stage's
+// pack, its record was read as a frame, and the whole pack was lost.)
+func TestAQueuedStagePackTakesNoRecord(t *testing.T) {
+	framed, _ := framedPack(t, idGen{prefix: "h-b-", n: 1}, true, []entry{{topic: "pub/a", payload: []byte("staged")}})
+	var q packQueue
+	var free packBuffers
+	q.addPack(queuedPack{data: framed, msgs: 1, token: "pub"})
+	q.add(&entry{id: "direct", topic: "pub/b", payload: []byte("queued")}, idGen{}, maxPackBytes, &free)
+	if len(q.packs) != 2 {
+		t.Fatalf("%d packs in the queue, want the stage's and one of its own", len(q.packs))
+	}
+	var got []string
+	for _, p := range q.packs {
+		if err := unpack(p.data, func(r Record) bool { got = append(got, r.Topic); return true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(got, " ") != "pub/a pub/b" {
+		t.Fatalf("read back %v", got)
+	}
+}
+
 // TestUnpackRefusesWhatItCannotRead: a truncated or foreign pack is an
 // error, never a panic or a length taken on trust.
 func TestUnpackRefusesWhatItCannotRead(t *testing.T) {
@@ -173,9 +197,9 @@ func TestUnpackRefusesWhatItCannotRead(t *testing.T) {
 		}
 	}
 	// A made id's prefix longer than the ids the history makes.
-	long, _ := framedPack(t, idGen{prefix: strings.Repeat("p", maxGenIDLen+1), n: 1}, false, []entry{{topic: "a"}})
+	long, _ := framedPack(t, idGen{prefix: strings.Repeat("p", idPrefixLen+1), n: 1}, false, []entry{{topic: "a"}})
 	if err := unpack(long, func(Record) bool { return true }); err == nil {
-		t.Error("a frame whose ids' prefix is longer than maxGenIDLen was read")
+		t.Error("a frame whose ids' prefix is longer than the history's was read")
 	}
 	// Frames that each decompress to less than a pack holds, but more
 	// together, are refused: what unpack decompresses is a pack's room.
@@ -389,9 +413,9 @@ func FuzzUnpack(f *testing.F) {
 			n++
 			return true
 		})
-		// A frame makes the ids it leaves out, from a prefix of
-		// maxGenIDLen at most and a number.
-		if total > max(len(data), maxPackBytes)+n*(maxGenIDLen+20) {
+		// A frame makes the ids it leaves out: a prefix of
+		// idPrefixLen at most and a number.
+		if total > max(len(data), maxPackBytes)+n*maxGenIDLen {
 			t.Fatalf("%d bytes of %d records from a pack of %d", total, n, len(data))
 		}
 	})

@@ -168,10 +168,12 @@ func (s *Stage) frame() {
 	var compressed bool
 	s.unframed += frameHeader + len(s.body)
 	s.pack.data, compressed = appendFrame(s.pack.data, s.body, compress)
-	if compress && !compressed {
+	if compress && !compressed && len(s.body) >= frameBytes {
 		// Random or encrypted payloads: S2 costs about 0.8 ns a byte
 		// to find that they do not shrink (compressPack). Try again
 		// after a few frames, as what a publisher sends may change.
+		// A frame cut short (a hand-over, a quiet publisher's few
+		// messages) tells too little: it is judged alone.
 		s.raw = 16
 	}
 	s.body = s.body[:0]
@@ -356,5 +358,6 @@ const (
 // mostStaging is how many stages may hold a pack at once: as many as half
 // of history.queue_bytes has room for (restage), 128 by default. So many
 // frame buffers are kept, so that a fleet whose nodes each publish now and
-// then, each beginning a pack of its own, allocates none: 4.6 MB at most.
+// then, each beginning a pack of its own, allocates none: 4.6 MB by
+// default, 8 MiB if large messages grew them to maxFrameBuffer.
 func (h *History) mostStaging() int { return max(1, int(h.cfg.QueueBytes)/2/h.stagePackBytes()) }

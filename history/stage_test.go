@@ -443,3 +443,46 @@ func TestQuietPublishersReuseFrameBuffers(t *testing.T) {
 		t.Errorf("%d bytes allocated a message (the writer's and nats-server's included)", perMsg)
 	}
 }
+
+// A message on a topic a live follower watches goes to the queue straight
+// after the stage hands its pack over, on the same first level: both are
+// in the history, as the metrics say.
+func TestAFollowedMessageAfterAStagedPackIsKept(t *testing.T) {
+	h, reg := open(t, DefaultConfig())
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	following := make(chan struct{})
+	go func() {
+		_, _ = h.Follow(ctx, Query{Filters: []string{"pub/watched"}}, func(Record) error { return nil }, func(Result) error { close(following); return nil })
+	}()
+	<-following
+	s := h.NewStage()
+	s.RecordFields("pub/a", []byte("staged"), "", "", "")
+	s.RecordFields("pub/watched", []byte("followed"), "", "", "")
+	s.Close()
+	testkit.Eventually(t, func() bool { return metricValue(t, reg, "firehose_history_stored_total", "") == 2 }, "both stored")
+	if got := replayTopics(t, h, Query{Filters: []string{"pub/#"}}); strings.Join(got, " ") != "pub/a pub/watched" {
+		t.Fatalf("replayed %v, want pub/a pub/watched", got)
+	}
+}
+
+// A frame cut short that does not shrink (a ping handed over alone) does
+// not keep the publisher's next frames from being compressed: only a full
+// frame tells that its payloads do not shrink.
+func TestAShortFrameThatDoesNotShrinkLeavesTheNextCompressed(t *testing.T) {
+	h, reg := open(t, DefaultConfig())
+	s := h.NewStage()
+	s.RecordFields("pub/x", []byte(`{"status":"ok"}`), "", "", "")
+	s.handOver() // as the writer or a reader does
+	n, jsonBytes := 1, 0
+	for i := 0; jsonBytes < 512<<10; i++ {
+		p := fmt.Appendf(nil, `{"node":"web-%d.example.org","status":"success","total_resources":340,"environment":"production"}`, i)
+		s.RecordFields("pub/x", p, "", "", "")
+		n, jsonBytes = n+1, jsonBytes+len(p)
+	}
+	s.Close()
+	testkit.Eventually(t, func() bool { return metricValue(t, reg, "firehose_history_stored_total", "") == float64(n) }, "every message stored")
+	if stored := metricValue(t, reg, "firehose_history_bytes", ""); stored > float64(jsonBytes/2) {
+		t.Errorf("%.0f bytes stored for %d bytes of JSON after a ping", stored, jsonBytes)
+	}
+}
