@@ -66,9 +66,9 @@ type delayedWills struct {
 
 // delayedWill is one client's will, waiting for its delay.
 type delayedWill struct {
-	client, topic string
-	on            *willTopic
-	timer         *time.Timer
+	client string
+	on     *willTopic // its topic's subscription
+	timer  *time.Timer
 }
 
 // willTopic is the inline subscription to a will topic, which every will
@@ -120,7 +120,7 @@ func (d *delayedWills) watch(client, topic string, delay time.Duration) {
 		d.byTopic[topic] = t
 	}
 	t.wills++
-	w := &delayedWill{client: client, topic: topic, on: t}
+	w := &delayedWill{client: client, on: t}
 	d.byClient[client] = w
 	w.timer = time.AfterFunc(delay+willGrace, func() { d.forget(w) })
 	d.mu.Unlock()
@@ -157,7 +157,7 @@ func (d *delayedWills) onPublish(topic string, pk packets.Packet) {
 	}
 	d.mu.Lock()
 	w := d.byClient[pk.Origin]
-	if w == nil || w.topic != topic {
+	if w == nil || w.on.topic != topic {
 		d.mu.Unlock()
 		return
 	}
@@ -210,13 +210,13 @@ func (d *delayedWills) dropLocked(w *delayedWill) *willTopic {
 	delete(d.byClient, w.client)
 	w.timer.Stop() // it may be running forget, which then finds w gone
 	t := w.on
-	if d.byTopic[w.topic] != t {
+	if d.byTopic[t.topic] != t {
 		return nil // not subscribed to: Subscribe failed
 	}
 	if t.wills--; t.wills > 0 {
 		return nil
 	}
-	delete(d.byTopic, w.topic)
+	delete(d.byTopic, t.topic)
 	return t
 }
 

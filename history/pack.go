@@ -311,7 +311,8 @@ func (f *packBuffers) put(b []byte) {
 const compressProbe = 16 << 10
 
 // compressPack returns pack (version 1) compressed (version 2) in buf's
-// room, or pack itself when that is not smaller, when pack is larger than
+// room, or pack itself when it is not version 1 (a stage's, compressed as
+// it was built), when that is not smaller, when pack is larger than
 // a pack holds (one message alone: unpack decompresses no more than
 // maxPackBytes, whatever a pack claims), or when pack is large and its
 // first compressProbe bytes shrink by less than an eighth (what is stored
@@ -348,8 +349,9 @@ const (
 	// frameHeader is the length of a frame's header.
 	frameHeader = 4
 	// frameOverhead bounds what a frame adds to its records: its header
-	// and its body's prologue.
-	frameOverhead = frameHeader + 1 + maxGenIDLen + binary.MaxVarintLen64
+	// and its body's prologue (the made ids' prefix, as unpack takes it,
+	// and their first number).
+	frameOverhead = frameHeader + 1 + idPrefixLen + binary.MaxVarintLen64
 )
 
 // beginFrame begins a frame's body in b (empty): its prologue, for the ids
