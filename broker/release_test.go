@@ -83,11 +83,21 @@ func TestReleaseContract(t *testing.T) {
 	}
 	other := testkit.DialRaw(t, b.Addr("mqtt"))
 	other.Connect(5, testkit.ConnectOptions{Clean: true})
-	other.Subscribe(1, "held/#", 1)
+	other.Subscribe(1, "held/a", 1)
 
+	// The holder's subscription streams it the retained messages after
+	// its SUBACK; once it has held/ready, the stream has read past held/a.
+	// Had it not, a stream still reading the store when the release
+	// retains held/a would send it, No Local or not (a busy machine).
+	if err := b.Publish(context.Background(), bus.Message{Topic: "held/ready", Payload: []byte("ready"), Retain: true}); err != nil {
+		t.Fatal(err)
+	}
 	c := testkit.DialRaw(t, b.Addr("mqtt"))
 	c.Connect(5, testkit.ConnectOptions{ClientID: "holder", Username: "pub", Password: "pw", Clean: true})
 	c.SubscribeTo(1, packets.Subscription{Filter: "held/#", Qos: 1, NoLocal: true})
+	if pk := c.Next(); pk.TopicName != "held/ready" || !pk.FixedHeader.Retain {
+		t.Fatalf("the holder got %s %q, want the retained held/ready", pk.TopicName, pk.Payload)
+	}
 	received := atomic.LoadInt64(&b.server.Info.MessagesReceived)
 
 	c.Send(packets.Packet{
